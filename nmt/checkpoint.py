@@ -1,0 +1,65 @@
+"""Checkpoints: written atomically, loaded without running code from the file."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.errors import NMTError
+
+FORMAT = "nmt-checkpoint-1"
+
+
+def atomic_write(path: Path, write: Any) -> None:
+    """Write through `write(handle)` to a temporary file, fsync, then rename over `path`.
+
+    A crash or a full disk part-way leaves the previous file intact.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        os.fsync(dir_fd)
+        os.close(dir_fd)
+    except OSError:
+        pass
+
+
+def save_checkpoint(path: Path, payload: dict) -> None:
+    """Save a checkpoint dict (tensors, numbers, strings, lists, dicts) atomically."""
+    payload = {"format": FORMAT, **payload}
+    try:
+        atomic_write(path, lambda handle: torch.save(payload, handle))
+    except OSError as exc:
+        raise NMTError(f"{path}: could not save checkpoint ({exc.strerror or exc}); "
+                       "the previous checkpoint is intact") from None
+
+
+def load_checkpoint(path: Path) -> dict:
+    """Load with `weights_only=True`; anything that is not our checkpoint is one clear error."""
+    if not path.is_file():
+        raise NMTError(f"{path}: checkpoint not found; train first or pass another --run")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, OSError,
+            ValueError) as exc:
+        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise NMTError(f"{path}: not a readable nmt checkpoint (truncated or foreign: "
+                       f"{reason})") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise NMTError(f"{path}: not an nmt checkpoint (no '{FORMAT}' marker)")
+    return payload

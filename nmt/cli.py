@@ -1,0 +1,194 @@
+"""The `nmt` command line: parse, load config, call one function.
+
+Errors caused by input print as one line (`nmt: error: ...`) with exit code 2;
+`--debug` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from nmt.errors import NMTError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Train the classic attention lineage of NMT and see it align.")
+data_app = typer.Typer(no_args_is_help=True, help="Fetch, import, generate and prepare corpora.")
+app.add_typer(data_app, name="data")
+STATE = {"debug": False}
+
+ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="YAML config file")]
+SetOpt = Annotated[Optional[list[str]], typer.Option(
+    "--set", help="override a config key, e.g. --set model.hidden_size=128 (repeatable)")]
+RunOpt = Annotated[Path, typer.Option("--run", "-r", help="run directory, e.g. runs/bahdanau")]
+
+
+@app.callback()
+def main_options(debug: Annotated[bool, typer.Option(help="show tracebacks")] = False) -> None:
+    STATE["debug"] = debug
+
+
+@data_app.command("download")
+def data_download(
+    corpus: Annotated[str, typer.Argument(help="corpus name, e.g. multi30k")] = "multi30k",
+    pair: Annotated[str, typer.Option(help="language pair src-tgt, e.g. de-en")] = "de-en",
+    from_dir: Annotated[Optional[Path], typer.Option(
+        "--from", help="import local raw files {split}.{lang}[.gz] instead of the hub")] = None,
+    root: Annotated[Path, typer.Option(help="data root")] = Path("data"),
+) -> None:
+    """Fetch a corpus from the Hugging Face hub, or import it from local files (--from)."""
+    from nmt.data.corpora import download_corpus, import_corpus
+
+    if from_dir is not None:
+        manifest = import_corpus(corpus, pair, from_dir, root)
+    else:
+        manifest = download_corpus(corpus, pair, root)
+    for split, info in manifest["splits"].items():
+        dropped = f" ({info['dropped_empty']} empty pairs dropped)" if info["dropped_empty"] else ""
+        typer.echo(f"{split}: {info['lines']} pairs{dropped}")
+    typer.echo(f"wrote {root / corpus / pair}")
+
+
+@data_app.command("synth")
+def data_synth(
+    root: Annotated[Path, typer.Option(help="data root")] = Path("data"),
+    seed: Annotated[int, typer.Option(help="random seed")] = 1234,
+    force: Annotated[bool, typer.Option(help="regenerate even if present")] = False,
+) -> None:
+    """Generate the synthetic corpus with gold alignments (data/synth/src-tgt)."""
+    import shutil
+
+    from nmt.data.corpora import SYNTH_PAIR, ensure_synth
+
+    if force:
+        shutil.rmtree(root / "synth" / SYNTH_PAIR, ignore_errors=True)
+    out = ensure_synth(root, seed)
+    for path in sorted(out.glob("*.src")):
+        typer.echo(f"{path.stem}: {sum(1 for _ in open(path, encoding='utf-8'))} pairs "
+                   f"(+ {path.stem}.gold alignments)")
+    typer.echo(f"wrote {out}")
+
+
+@data_app.command("prepare")
+def data_prepare(config: ConfigOpt, set_: SetOpt = None) -> None:
+    """Train (or reuse) the SentencePiece model(s) and encode the splits of a config."""
+    from nmt.config import load_config
+    from nmt.data.subwords import Vocab, encode_split, prepare_vocab
+
+    cfg = load_config(config, set_ or [])
+    vocab_dir = prepare_vocab(cfg)
+    vocab = Vocab.from_dir(vocab_dir)
+    for split in (cfg.data.train, cfg.data.valid, cfg.data.test):
+        src, tgt = encode_split(cfg, vocab_dir, split)
+        typer.echo(f"{split}: {len(src)} pairs, {sum(map(len, tgt))} target pieces")
+    typer.echo(f"vocabulary {vocab.src_size}/{vocab.tgt_size} pieces in {vocab_dir}")
+
+
+@app.command()
+def train(config: ConfigOpt, set_: SetOpt = None,
+          resume: Annotated[bool, typer.Option(help="continue from checkpoints/last.pt")] = False,
+          evaluate: Annotated[bool, typer.Option(help="evaluate the test split at the end")] = True,
+          ) -> None:
+    """Train one model family from a YAML config (runs/<name>/)."""
+    from nmt import distributed
+    from nmt.config import load_config
+    from nmt.evaluate import evaluate_run
+    from nmt.train import train as run_training
+
+    distributed.setup()
+    cfg = load_config(config, set_ or [])
+    run_training(cfg, resume=resume)
+    if evaluate and distributed.is_main():
+        entry = evaluate_run(cfg.run_dir, cfg.data.test)
+        typer.echo(f"{cfg.data.test}: BLEU {entry['bleu']:.2f} chrF {entry['chrf']:.2f} "
+                   f"(beam {entry['beam']}) -> {cfg.run_dir / 'scores.json'}")
+
+
+@app.command()
+def translate(
+    run: RunOpt,
+    sentences: Annotated[Optional[list[str]], typer.Argument(help="sentences to translate")] = None,
+    input_: Annotated[Optional[Path], typer.Option("--input", "-i", help="file, one sentence a line")] = None,
+    beam: Annotated[Optional[int], typer.Option(help="beam size (1 = greedy)")] = None,
+    n_best: Annotated[int, typer.Option(help="hypotheses per sentence (tab: score)")] = 1,
+) -> None:
+    """Translate sentences given as arguments, in a file (--input) or on stdin."""
+    from nmt.data.corpora import read_lines
+    from nmt.evaluate import translate_nbest
+    from nmt.run import load_run
+
+    if beam is not None and beam < 1 or n_best < 1:
+        raise NMTError("--beam and --n-best must be at least 1")
+    if beam is not None and n_best > beam:
+        raise NMTError(f"--n-best {n_best} is larger than --beam {beam}")
+    cfg, vocab, model, _ = load_run(run)
+    lines = (sentences if sentences else read_lines(input_) if input_ is not None
+             else sys.stdin.read().splitlines())
+    beam = beam or max(cfg.decode.beam, n_best)
+    results = translate_nbest(model, vocab, vocab.encode_src(lines), cfg.decode, beam, n_best)
+    for nbest in results:
+        if n_best == 1:
+            typer.echo(nbest[0][0])
+        else:
+            for text, score in nbest + [("", 0.0)] * (n_best - len(nbest)):
+                typer.echo(f"{text}\t{score:.4f}")
+
+
+@app.command()
+def evaluate(
+    run: RunOpt,
+    split: Annotated[Optional[str], typer.Option(help="split name (default: the config's test)")] = None,
+    beam: Annotated[Optional[int], typer.Option(help="beam size (default: config)")] = None,
+    limit: Annotated[int, typer.Option(help="only the first N sentences (0 = all)")] = 0,
+) -> None:
+    """Decode a split, score it with sacreBLEU (BLEU, chrF) and dump its attention."""
+    from nmt.evaluate import evaluate_run
+    from nmt.run import load_run
+
+    if beam is not None and beam < 1:
+        raise NMTError(f"--beam must be at least 1, got {beam}")
+    cfg, *_ = load_run(run)
+    split = split or cfg.data.test
+    entry = evaluate_run(run, split, beam, limit)
+    typer.echo(f"{split}: BLEU {entry['bleu']:.2f} chrF {entry['chrf']:.2f} "
+               f"({entry['sentences']} sentences, beam {entry['beam']}, "
+               f"{entry['sentences_per_s']:.1f} sent/s)")
+    typer.echo(entry["bleu_signature"])
+    for row in entry["by_length"]:
+        typer.echo(f"  source {row['bucket']:>6} words: BLEU {row['bleu']:6.2f} "
+                   f"({row['sentences']} sentences)")
+
+
+def _register_later_commands() -> None:
+    from nmt.cli_align import register
+
+    register(app)
+
+
+def main() -> None:
+    """Console entry point: one-line errors unless --debug."""
+    _register_later_commands()
+    try:
+        app(standalone_mode=False)
+    except NMTError as exc:
+        if STATE["debug"]:
+            raise
+        typer.echo(f"nmt: error: {exc}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        typer.echo("nmt: interrupted", err=True)
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(1)
+        raise

@@ -1,0 +1,263 @@
+"""Typed, validated configuration: YAML in, frozen dataclasses out.
+
+Unknown keys, wrong types and missing required keys fail with one line that
+names the key and the valid options. `--set a.b=value` overrides use the same
+validation. The resolved config is saved with every run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nmt.errors import NMTError
+
+FAMILIES = ("fixed_context", "bahdanau", "luong", "transformer")
+SCORES = ("dot", "general", "concat", "additive")
+ATTENTION_KINDS = ("global", "local-m", "local-p")
+SCHEDULES = ("constant", "inverse_sqrt", "plateau")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    corpus: str = "synth"  # corpus name: a folder under `root`
+    pair: str = "src-tgt"  # "<source>-<target>" language codes
+    root: str = "data"  # where `nmt data` writes corpora
+    train: str = "train"  # split names (files `{split}.{lang}`)
+    valid: str = "val"
+    test: str = "test"
+    max_len: int = 100  # training pairs longer than this (subwords) are dropped
+
+
+@dataclass(frozen=True)
+class VocabConfig:
+    model_type: str = "unigram"  # SentencePiece model: unigram | bpe
+    size: int = 8000  # vocabulary size (per side when not joint)
+    joint: bool = True  # one vocabulary for source and target
+    character_coverage: float = 1.0  # SentencePiece character coverage
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    family: str = ""  # fixed_context | bahdanau | luong | transformer (required)
+    emb_size: int = 256  # embedding size (transformer: d_model)
+    hidden_size: int = 256  # RNN hidden size per direction (transformer: unused)
+    enc_layers: int = 1  # encoder layers
+    dec_layers: int = 1  # decoder layers
+    rnn_type: str = "gru"  # gru | lstm (RNN families)
+    bidirectional: bool = True  # bidirectional encoder (RNN families)
+    score: str = "general"  # attention score: dot | general | concat | additive
+    attention: str = "global"  # luong: global | local-m | local-p
+    window: int = 10  # luong local: half-width D of the window
+    input_feeding: bool = True  # luong: feed the attentional vector to the next step
+    heads: int = 4  # transformer attention heads
+    ff_size: int = 1024  # transformer feed-forward size
+    dropout: float = 0.1  # dropout probability
+    tie_embeddings: bool = True  # share target embedding and output projection
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    batch_tokens: int = 4096  # target tokens per batch (length-bucketed)
+    lr: float = 1e-3  # peak learning rate (Adam)
+    schedule: str = "inverse_sqrt"  # constant | inverse_sqrt | plateau
+    warmup: int = 1000  # warmup steps (inverse_sqrt)
+    plateau_patience: int = 2  # validations without gain before lr *= plateau_factor
+    plateau_factor: float = 0.5
+    label_smoothing: float = 0.1
+    clip: float = 1.0  # gradient norm clipping (0 = off)
+    weight_decay: float = 0.0
+    max_steps: int = 0  # 0 = no limit
+    max_epochs: int = 0  # 0 = no limit
+    max_minutes: float = 0.0  # wall-clock budget, validation included (0 = no limit)
+    valid_every: int = 500  # steps between validations
+    valid_sentences: int = 0  # validation sentences decoded for BLEU (0 = all)
+    patience: int = 0  # early stop after this many validations without BLEU gain (0 = off)
+    seed: int = 1234
+    threads: int = 0  # torch CPU threads (0 = torch default)
+    log_every: int = 50  # steps between progress lines
+    align_sentences: int = 3  # validation sentences whose attention is dumped each validation
+    max_bad_steps: int = 5  # consecutive non-finite losses before training stops
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    beam: int = 5  # beam size (1 = greedy)
+    length_penalty: float = 1.0  # GNMT alpha; 0 = none
+    max_len_ratio: float = 1.5  # max output length = ratio * source length + offset
+    max_len_offset: int = 10
+    batch_size: int = 64  # sentences per decoding batch
+    n_best: int = 1
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str = ""  # run name: runs/<name> (default: the config file's stem)
+    runs_dir: str = "runs"
+    data: DataConfig = field(default_factory=DataConfig)
+    vocab: VocabConfig = field(default_factory=VocabConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    @property
+    def src_lang(self) -> str:
+        return self.data.pair.split("-")[0]
+
+    @property
+    def tgt_lang(self) -> str:
+        return self.data.pair.split("-")[1]
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.runs_dir) / self.name
+
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "model.family": FAMILIES,
+    "model.score": SCORES,
+    "model.attention": ATTENTION_KINDS,
+    "model.rnn_type": ("gru", "lstm"),
+    "vocab.model_type": ("unigram", "bpe"),
+    "train.schedule": SCHEDULES,
+}
+POSITIVE = {
+    "model.emb_size", "model.hidden_size", "model.enc_layers", "model.dec_layers",
+    "model.heads", "model.ff_size", "model.window", "vocab.size", "train.batch_tokens",
+    "train.valid_every", "train.log_every", "decode.beam", "decode.batch_size",
+    "decode.n_best", "data.max_len", "train.max_bad_steps",
+}
+NON_NEGATIVE = {
+    "train.warmup", "train.max_steps", "train.max_epochs", "train.max_minutes",
+    "train.valid_sentences", "train.patience", "train.clip", "train.threads",
+    "train.label_smoothing", "train.weight_decay", "decode.length_penalty",
+    "decode.max_len_offset", "train.align_sentences",
+}
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, key: str, where: str) -> Any:
+    """Check `value` against the annotated type `tp`; ints are accepted for floats."""
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, key, where)
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp is bool and not isinstance(value, bool):
+        raise NMTError(f"{where}: '{key}' must be true or false, got {value!r}")
+    if tp in (int, float) and (isinstance(value, bool) or not isinstance(value, tp)):
+        raise NMTError(f"{where}: '{key}' must be {_type_name(tp)}, got {value!r}")
+    if tp is str and not isinstance(value, str):
+        raise NMTError(f"{where}: '{key}' must be a string, got {value!r}")
+    return value
+
+
+def _build(cls: type, raw: Any, prefix: str, where: str) -> Any:
+    """Build dataclass `cls` from a mapping, rejecting unknown keys."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise NMTError(f"{where}: '{prefix or 'config'}' must be a mapping, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in raw.items():
+        full = f"{prefix}.{key}" if prefix else str(key)
+        if key not in names:
+            valid = ", ".join(names)
+            raise NMTError(f"{where}: unknown key '{full}'; valid keys here: {valid}")
+        kwargs[key] = _coerce(value, hints[key], full, where)
+    return cls(**kwargs)
+
+
+def _validate(cfg: Config, where: str) -> None:
+    for key, choices in CHOICES.items():
+        section, name = key.split(".")
+        value = getattr(getattr(cfg, section), name)
+        if value not in choices:
+            raise NMTError(f"{where}: '{key}' is {value!r}; choose one of: {', '.join(choices)}")
+    for key in POSITIVE | NON_NEGATIVE:
+        section, name = key.split(".")
+        value = getattr(getattr(cfg, section), name)
+        if value < 0 or (key in POSITIVE and value == 0):
+            need = "positive" if key in POSITIVE else "zero or positive"
+            raise NMTError(f"{where}: '{key}' must be {need}, got {value!r}")
+    if not 0.0 <= cfg.model.dropout < 1.0:
+        raise NMTError(f"{where}: 'model.dropout' must be in [0, 1), got {cfg.model.dropout!r}")
+    parts = cfg.data.pair.split("-")
+    if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
+        raise NMTError(f"{where}: 'data.pair' must look like 'de-en', got {cfg.data.pair!r}")
+    if cfg.model.family == "transformer" and cfg.model.emb_size % cfg.model.heads:
+        raise NMTError(f"{where}: 'model.emb_size' ({cfg.model.emb_size}) must be divisible "
+                       f"by 'model.heads' ({cfg.model.heads})")
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Parse `a.b=value` (value read as YAML, so 128 is an int and true a bool)."""
+    if "=" not in text:
+        raise NMTError(f"--set {text!r}: expected KEY=VALUE, e.g. --set model.hidden_size=128")
+    key, value = text.split("=", 1)
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError:
+        parsed = value
+    return key.strip().split("."), parsed
+
+
+def config_from_dict(raw: dict, where: str = "config", overrides: list[str] = ()) -> Config:
+    """Validate a raw mapping (plus `--set` overrides) into a `Config`."""
+    raw = dict(raw or {})
+    for text in overrides:
+        path, value = parse_override(text)
+        node = raw
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise NMTError(f"--set {text}: '{part}' is not a section")
+        node[path[-1]] = value
+    cfg = _build(Config, raw, "", where)
+    if not cfg.model.family:
+        raise NMTError(f"{where}: missing required key 'model.family'; "
+                       f"choose one of: {', '.join(FAMILIES)}")
+    _validate(cfg, where)
+    return cfg
+
+
+def load_config(path: Path | str, overrides: list[str] = ()) -> Config:
+    """Load and validate a YAML config; the run name defaults to the file's stem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NMTError(f"{path}: config file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NMTError(f"{path}: cannot read config ({exc})") from None
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark else ""
+        raise NMTError(f"{path}:{line} invalid YAML ({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(raw, dict):
+        raise NMTError(f"{path}: a config must be a YAML mapping of sections")
+    raw.setdefault("name", path.stem)
+    return config_from_dict(raw, str(path), overrides)
+
+
+def config_to_dict(cfg: Config) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def save_config(cfg: Config, path: Path) -> None:
+    path.write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False), encoding="utf-8")
+
+
+__all__ = ["Config", "DataConfig", "VocabConfig", "ModelConfig", "TrainConfig", "DecodeConfig",
+           "load_config", "config_from_dict", "save_config", "config_to_dict"]

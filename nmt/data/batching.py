@@ -1,0 +1,78 @@
+"""Length-bucketed batches under a token budget, padded with PAD = 0."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from nmt.data.subwords import BOS, EOS, PAD
+
+
+@dataclass
+class Batch:
+    src: torch.Tensor  # (B, S) source ids ending in EOS, PAD after
+    tgt_in: torch.Tensor  # (B, T) BOS + target ids
+    tgt_out: torch.Tensor  # (B, T) target ids + EOS
+    indices: list[int]  # positions of these pairs in the split
+
+    @property
+    def n_tokens(self) -> int:
+        return int((self.tgt_out != PAD).sum())
+
+
+def pad(seqs: list[np.ndarray] | list[list[int]], prefix: int | None = None,
+        suffix: int | None = None) -> torch.Tensor:
+    """Stack sequences into a (B, L) PAD-filled tensor, optionally adding BOS/EOS."""
+    extra = (prefix is not None) + (suffix is not None)
+    width = max(len(s) for s in seqs) + extra
+    out = torch.full((len(seqs), width), PAD, dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        ids = ([prefix] if prefix is not None else []) + list(seq)
+        ids += [suffix] if suffix is not None else []
+        out[row, :len(ids)] = torch.as_tensor(ids, dtype=torch.long)
+    return out
+
+
+def collate(src: list[np.ndarray], tgt: list[np.ndarray], indices: list[int]) -> Batch:
+    return Batch(src=pad(src), tgt_in=pad(tgt, prefix=BOS), tgt_out=pad(tgt, suffix=EOS),
+                 indices=indices)
+
+
+def filter_long(src: list[np.ndarray], tgt: list[np.ndarray], max_len: int) -> list[int]:
+    """Indices of pairs whose sides are non-empty and at most `max_len` subwords."""
+    return [i for i, (s, t) in enumerate(zip(src, tgt))
+            if 1 < len(s) <= max_len + 1 and 0 < len(t) <= max_len]
+
+
+def token_batches(lengths: list[tuple[int, int]], batch_tokens: int, seed: int | None,
+                  indices: list[int] | None = None) -> list[list[int]]:
+    """Group indices into batches whose padded size (B * max len) stays under the budget.
+
+    Pairs are sorted by length (with random tie-breaking when `seed` is given) so
+    batches carry little padding; batch order is shuffled with the same seed.
+    """
+    order = list(range(len(lengths))) if indices is None else list(indices)
+    rng = random.Random(seed)
+    noise = {i: rng.random() for i in order} if seed is not None else {i: 0.0 for i in order}
+    order.sort(key=lambda i: (lengths[i][1], lengths[i][0], noise[i]))
+    batches, current, longest = [], [], 0
+    for i in order:
+        size = max(longest, lengths[i][0], lengths[i][1] + 1)
+        if current and size * (len(current) + 1) > batch_tokens:
+            batches.append(current)
+            current, size = [], max(lengths[i][0], lengths[i][1] + 1)
+        current.append(i)
+        longest = size
+    if current:
+        batches.append(current)
+    if seed is not None:
+        rng.shuffle(batches)
+    return batches
+
+
+def iterate_batches(src: list[np.ndarray], tgt: list[np.ndarray], batches: list[list[int]]):
+    for idx in batches:
+        yield collate([src[i] for i in idx], [tgt[i] for i in idx], idx)

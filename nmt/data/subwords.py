@@ -1,0 +1,156 @@
+"""SentencePiece vocabularies, trained on the training split only and cached.
+
+The cache key is a hash of the training files' contents and every option, so
+a second `prepare` with the same inputs reuses the model and the encoded
+splits instead of training again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from nmt.config import Config
+from nmt.data.corpora import corpus_dir, load_split
+from nmt.errors import NMTError
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+
+class Vocab:
+    """Source and target SentencePiece processors (the same one when joint)."""
+
+    def __init__(self, src_model: Path, tgt_model: Path):
+        import sentencepiece as spm
+
+        self.paths = (Path(src_model), Path(tgt_model))
+        for path in self.paths:
+            if not path.is_file():
+                raise NMTError(f"{path}: SentencePiece model not found")
+        self.src = spm.SentencePieceProcessor(model_file=str(src_model))
+        self.tgt = (self.src if src_model == tgt_model
+                    else spm.SentencePieceProcessor(model_file=str(tgt_model)))
+
+    @property
+    def src_size(self) -> int:
+        return self.src.get_piece_size()
+
+    @property
+    def tgt_size(self) -> int:
+        return self.tgt.get_piece_size()
+
+    @property
+    def joint(self) -> bool:
+        return self.src is self.tgt
+
+    def encode_src(self, lines: list[str]) -> list[list[int]]:
+        """Source ids with EOS appended (the encoder sees where the sentence ends)."""
+        return [ids + [EOS] for ids in self.src.encode(lines)]
+
+    def encode_tgt(self, lines: list[str]) -> list[list[int]]:
+        return self.tgt.encode(lines)
+
+    def decode_tgt(self, ids: list[int]) -> str:
+        return self.tgt.decode([i for i in ids if i > EOS])
+
+    def src_pieces(self, ids: list[int]) -> list[str]:
+        return [self.src.id_to_piece(i) for i in ids]
+
+    def tgt_pieces(self, ids: list[int]) -> list[str]:
+        return [self.tgt.id_to_piece(i) for i in ids]
+
+    @classmethod
+    def from_dir(cls, directory: Path) -> Vocab:
+        joint = directory / "joint.model"
+        if joint.is_file():
+            return cls(joint, joint)
+        return cls(directory / "src.model", directory / "tgt.model")
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _train_one(lines_files: list[Path], prefix: Path, cfg: Config) -> None:
+    import sentencepiece as spm
+
+    text = prefix.with_suffix(".txt")
+    with open(text, "w", encoding="utf-8") as out:
+        for path in lines_files:
+            out.write(path.read_text(encoding="utf-8"))
+    try:
+        spm.SentencePieceTrainer.train(
+            input=str(text), model_prefix=str(prefix), vocab_size=cfg.vocab.size,
+            model_type=cfg.vocab.model_type, character_coverage=cfg.vocab.character_coverage,
+            pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS, hard_vocab_limit=False,
+            input_sentence_size=2_000_000, shuffle_input_sentence=True,
+            minloglevel=2, num_threads=2,
+        )
+    except RuntimeError as exc:
+        raise NMTError(f"SentencePiece training failed on {text}: {exc}") from None
+    text.unlink()
+
+
+def prepare_vocab(cfg: Config) -> Path:
+    """Train (or reuse) the SentencePiece model(s) for `cfg`; returns their folder."""
+    root = Path(cfg.data.root)
+    load_split(root, cfg.data.corpus, cfg.data.pair, cfg.data.train)  # validates the split
+    directory = corpus_dir(root, cfg.data.corpus, cfg.data.pair)
+    src_file = directory / f"{cfg.data.train}.{cfg.src_lang}"
+    tgt_file = directory / f"{cfg.data.train}.{cfg.tgt_lang}"
+    key = json.dumps({"vocab": asdict(cfg.vocab), "src": _sha(src_file), "tgt": _sha(tgt_file)},
+                     sort_keys=True)
+    out = directory / "spm" / hashlib.sha256(key.encode()).hexdigest()[:16]
+    if (out / "options.json").is_file():
+        return out
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    if cfg.vocab.joint:
+        _train_one([src_file, tgt_file], tmp / "joint", cfg)
+    else:
+        _train_one([src_file], tmp / "src", cfg)
+        _train_one([tgt_file], tmp / "tgt", cfg)
+    (tmp / "options.json").write_text(key + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
+def encode_split(cfg: Config, vocab_dir: Path, split: str) -> tuple[list[np.ndarray],
+                                                                    list[np.ndarray]]:
+    """Encoded (source, target) id arrays for a split, cached next to the vocabulary."""
+    root = Path(cfg.data.root)
+    src_lines, tgt_lines = load_split(root, cfg.data.corpus, cfg.data.pair, split)
+    directory = corpus_dir(root, cfg.data.corpus, cfg.data.pair)
+    digest = hashlib.sha256()
+    for lang in (cfg.src_lang, cfg.tgt_lang):
+        digest.update(_sha(directory / f"{split}.{lang}").encode())
+    cache = vocab_dir / f"{split}.{digest.hexdigest()[:12]}.npz"
+    if cache.is_file():
+        with np.load(cache) as data:
+            return _unflatten(data["src"], data["src_off"]), _unflatten(data["tgt"], data["tgt_off"])
+    vocab = Vocab.from_dir(vocab_dir)
+    src = [np.asarray(ids, dtype=np.int32) for ids in vocab.encode_src(src_lines)]
+    tgt = [np.asarray(ids, dtype=np.int32) for ids in vocab.encode_tgt(tgt_lines)]
+    tmp = cache.with_name(cache.stem + ".tmp.npz")
+    np.savez(tmp, src=_flat(src), src_off=_offsets(src), tgt=_flat(tgt), tgt_off=_offsets(tgt))
+    tmp.rename(cache)
+    return src, tgt
+
+
+def _flat(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.zeros(0, np.int32)
+
+
+def _offsets(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.cumsum([0] + [len(a) for a in arrays]).astype(np.int64)
+
+
+def _unflatten(flat: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:
+    return [flat[a:b] for a, b in zip(offsets[:-1], offsets[1:])]

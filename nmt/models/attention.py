@@ -1,0 +1,151 @@
+"""One attention interface: a scorer gives scores (B, T, S); `attend` masks,
+normalises and takes the weighted sum, returning (context, weights).
+
+Masks are boolean with one meaning everywhere: True marks a real source
+position that may receive weight; False (padding, outside a local window, a
+future position) receives exactly zero.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
+    """Softmax over the last axis where `mask` is True; exactly 0 elsewhere.
+
+    `torch.softmax` subtracts the row maximum, so large scores do not overflow.
+    A row with no allowed position gives all zeros rather than NaN.
+    """
+    scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights.masked_fill(~mask, 0.0)
+
+
+def attend(scores: Tensor, values: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """scores (B, T, S), values (B, S, D), mask broadcastable to (B, T, S).
+
+    Returns context (B, T, D) = sum_j a_tj v_j and weights a (B, T, S).
+    """
+    weights = masked_softmax(scores, mask)
+    return torch.bmm(weights, values), weights
+
+
+class DotScore(nn.Module):
+    """Luong et al. (2015) eq. 8, dot: score(h_t, h_s) = h_t^T h_s."""
+
+    def __init__(self, query_size: int, key_size: int, hidden: int = 0):
+        super().__init__()
+        if query_size != key_size:
+            raise ValueError(f"dot score needs equal sizes, got {query_size} and {key_size}")
+
+    def project_keys(self, keys: Tensor) -> Tensor:
+        return keys
+
+    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        # query (B, T, Dq), keys (B, S, Dq) -> (B, T, S)
+        return torch.bmm(query, keys.transpose(1, 2))
+
+
+class GeneralScore(DotScore):
+    """Luong et al. (2015) eq. 8, general: score(h_t, h_s) = h_t^T W_a h_s."""
+
+    def __init__(self, query_size: int, key_size: int, hidden: int = 0):
+        nn.Module.__init__(self)
+        self.W_a = nn.Linear(key_size, query_size, bias=False)
+
+    def project_keys(self, keys: Tensor) -> Tensor:
+        return self.W_a(keys)  # computed once per sentence, kept in the encoder output
+
+
+class AdditiveScore(nn.Module):
+    """Bahdanau et al. (2015) eq. 6 / Luong concat: v^T tanh(W q + U k + b).
+
+    `use_tanh=False` exists to show what the nonlinearity buys: without it the
+    score is v^T W q + v^T U k, and the first term is the same for every source
+    position, so the softmax cancels it and the weights ignore the query.
+    """
+
+    def __init__(self, query_size: int, key_size: int, hidden: int, use_tanh: bool = True):
+        super().__init__()
+        self.W = nn.Linear(query_size, hidden, bias=True)
+        self.U = nn.Linear(key_size, hidden, bias=False)
+        self.v = nn.Linear(hidden, 1, bias=False)
+        self.use_tanh = use_tanh
+
+    def project_keys(self, keys: Tensor) -> Tensor:
+        return self.U(keys)  # (B, S, A)
+
+    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        # query (B, T, Dq), projected keys (B, S, A) -> (B, T, S)
+        hidden = self.W(query).unsqueeze(2) + keys.unsqueeze(1)  # (B, T, S, A)
+        if self.use_tanh:
+            hidden = torch.tanh(hidden)
+        return self.v(hidden).squeeze(-1)
+
+
+SCORERS: dict[str, type[nn.Module]] = {
+    "dot": DotScore,
+    "general": GeneralScore,
+    "concat": AdditiveScore,
+    "additive": AdditiveScore,
+}
+
+
+class LocalWindow(nn.Module):
+    """Luong et al. (2015) local attention: a window [p_t - D, p_t + D].
+
+    local-m: p_t = t. local-p: p_t = S * sigmoid(v_p^T tanh(W_p h_t)) (eq. 9),
+    and a Gaussian with sigma = D / 2 favours positions near p_t (eq. 10). The
+    Gaussian enters as the log-bias -(s - p_t)^2 / (2 sigma^2) on the scores, so
+    the shared masked softmax keeps the weights a distribution over the window
+    (the paper multiplies without renormalising).
+    """
+
+    def __init__(self, kind: str, window: int, query_size: int):
+        super().__init__()
+        self.kind, self.window = kind, window
+        if kind == "local-p":
+            self.W_p = nn.Linear(query_size, query_size, bias=False)
+            self.v_p = nn.Linear(query_size, 1, bias=False)
+
+    def forward(self, query: Tensor, step: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """query (B, T, H), step (B, T) target positions, mask (B, S).
+
+        Returns the window mask (B, T, S) and the score bias (B, T, S).
+        """
+        length = mask.sum(-1, keepdim=True).to(query.dtype)  # (B, 1)
+        if self.kind == "local-m":
+            centre = torch.minimum(step.to(query.dtype), length - 1)
+        else:
+            centre = length * torch.sigmoid(self.v_p(torch.tanh(self.W_p(query))).squeeze(-1))
+            centre = torch.minimum(centre, length - 1)
+        positions = torch.arange(mask.size(1), device=query.device, dtype=query.dtype)
+        distance = positions.view(1, 1, -1) - centre.unsqueeze(-1)  # (B, T, S)
+        inside = distance.abs() <= self.window
+        inside &= mask.unsqueeze(1)
+        if self.kind == "local-m":
+            return inside, torch.zeros_like(distance)
+        sigma = self.window / 2.0
+        return inside, -(distance ** 2) / (2 * sigma ** 2)
+
+
+def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor,
+                       need_weights: bool, dropout: float = 0.0) -> tuple[Tensor, Tensor | None]:
+    """Vaswani et al. (2017) eq. 1: softmax(Q K^T / sqrt(d_k)) V over heads.
+
+    q (B, h, T, d), k and v (B, h, S, d), mask broadcastable to (B, h, T, S).
+    With `need_weights` the shared masked softmax gives the weights; without,
+    torch's fused kernel computes the same thing faster.
+    """
+    if not need_weights:
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        return out, None
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    weights = masked_softmax(scores, mask.expand(scores.shape))
+    probs = F.dropout(weights, dropout) if dropout else weights
+    return probs @ v, weights

@@ -1,0 +1,98 @@
+"""The one interface every family implements, and the one search uses.
+
+- `encode(src)` runs once per batch and returns a dict of batch-first tensors
+  (always with `mask`, (B, S) bool, True = real source position).
+- `init_state(enc)` gives the decoder state before the first step: a dict of
+  batch-first tensors.
+- `step(prev, state, enc)` -> (log_probs (B, V), state, attention (B, L, H, S)).
+- `reorder(tree, index)` selects rows of an encoder output or a state by beam
+  index; because everything is batch-first, one function serves all families.
+- `decode_features(enc, tgt_in)` is the teacher-forced decoder used in
+  training and forced alignment: features (B, T, D) and attention
+  (B, L, H, T, S) (L layers, H heads; 1 and 1 for the RNN families).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+State = dict[str, Tensor]
+
+
+def reorder(tree: State, index: Tensor) -> State:
+    """Select rows (dim 0) of every tensor in an encoder output or decoder state."""
+    return {key: value.index_select(0, index) for key, value in tree.items()}
+
+
+class Seq2Seq(nn.Module):
+    """Base class: subclasses define encode, init_state, step_features, decode_features."""
+
+    has_attention = True
+
+    def __init__(self, src_vocab: int, tgt_vocab: int, out_size: int, tie: bool):
+        super().__init__()
+        self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
+        self.out = nn.Linear(out_size, tgt_vocab)
+        self.tie = tie
+
+    def tie_weights(self, tgt_embedding: nn.Embedding) -> None:
+        if self.tie:
+            if tgt_embedding.weight.shape != self.out.weight.shape:
+                raise ValueError("tied embeddings need emb size == output feature size")
+            self.out.weight = tgt_embedding.weight
+
+    def encode(self, src: Tensor) -> State:
+        raise NotImplementedError
+
+    def init_state(self, enc: State) -> State:
+        raise NotImplementedError
+
+    def step_features(self, prev: Tensor, state: State, enc: State
+                      ) -> tuple[Tensor, State, Tensor | None]:
+        raise NotImplementedError
+
+    def decode_features(self, enc: State, tgt_in: Tensor, need_attn: bool = False
+                        ) -> tuple[Tensor, Tensor | None]:
+        raise NotImplementedError
+
+    def logits(self, features: Tensor) -> Tensor:
+        return self.out(features)
+
+    @torch.no_grad()
+    def step(self, prev: Tensor, state: State, enc: State) -> tuple[Tensor, State, Tensor | None]:
+        """One decoder step: prev (B,) token ids -> log-probs (B, V), state, attention."""
+        features, state, attn = self.step_features(prev, state, enc)
+        return F.log_softmax(self.logits(features).float(), dim=-1), state, attn
+
+    def forward(self, src: Tensor, tgt_in: Tensor, need_attn: bool = False,
+                select: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """Teacher forcing: logits (B, T, V) and attention (B, L, H, T, S) or None.
+
+        With `select` (B, T) bool, logits only for those positions: (N, V).
+        """
+        enc = self.encode(src)
+        features, attn = self.decode_features(enc, tgt_in, need_attn)
+        if select is not None:
+            features = features[select]
+        return self.logits(features), attn
+
+    reorder = staticmethod(reorder)
+
+
+class RNNSeq2Seq(Seq2Seq):
+    """Shared teacher forcing for step-wise RNN decoders: it loops over `step_features`,
+    so training, forced alignment and search run exactly the same decoder code."""
+
+    def decode_features(self, enc: State, tgt_in: Tensor, need_attn: bool = False
+                        ) -> tuple[Tensor, Tensor | None]:
+        state = self.init_state(enc)
+        features, attns = [], []
+        for t in range(tgt_in.size(1)):
+            feat, state, attn = self.step_features(tgt_in[:, t], state, enc)
+            features.append(feat)
+            if need_attn and attn is not None:
+                attns.append(attn)
+        attn = torch.stack(attns, dim=3) if attns else None  # (B, L, H, T, S)
+        return torch.stack(features, dim=1), attn

@@ -1,0 +1,212 @@
+"""RNN encoder-decoders: fixed context (Cho 2014), Bahdanau (2015), Luong (2015).
+
+Each decoder is written as a single step over batch-first state; the shared
+teacher-forcing loop in `RNNSeq2Seq` runs the same step for training.
+Shapes: B batch, S source, H hidden, E embedding, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from nmt.config import ModelConfig
+from nmt.data.subwords import PAD
+from nmt.models.attention import SCORERS, AdditiveScore, LocalWindow, attend
+from nmt.models.base import RNNSeq2Seq, State
+
+CELLS = {"gru": nn.GRUCell, "lstm": nn.LSTMCell}
+RNNS = {"gru": nn.GRU, "lstm": nn.LSTM}
+
+
+class Encoder(nn.Module):
+    """Embedding + (bi)directional multi-layer RNN over packed (unpadded) sequences."""
+
+    def __init__(self, vocab: int, cfg: ModelConfig, embedding: nn.Embedding | None = None):
+        super().__init__()
+        self.embed = embedding or nn.Embedding(vocab, cfg.emb_size, padding_idx=PAD)
+        self.rnn = RNNS[cfg.rnn_type](cfg.emb_size, cfg.hidden_size, cfg.enc_layers,
+                                      batch_first=True, bidirectional=cfg.bidirectional,
+                                      dropout=cfg.dropout if cfg.enc_layers > 1 else 0.0)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.dirs = 2 if cfg.bidirectional else 1
+        self.out_size = cfg.hidden_size * self.dirs
+
+    def forward(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """src (B, S) -> states (B, S, dirs*H), mask (B, S), final (B, dirs*H)."""
+        mask = src != PAD
+        lengths = mask.sum(1).cpu()
+        packed = pack_padded_sequence(self.drop(self.embed(src)), lengths, batch_first=True,
+                                      enforce_sorted=False)
+        out, hidden = self.rnn(packed)
+        states, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
+        h_n = hidden[0] if isinstance(hidden, tuple) else hidden  # (layers*dirs, B, H)
+        final = torch.cat([h_n[-d] for d in range(self.dirs, 0, -1)], dim=-1)  # (B, dirs*H)
+        return self.drop(states), mask, final
+
+
+class StackedCell(nn.Module):
+    """A stack of GRU/LSTM cells; state h (and c) kept batch-first as (B, L, H)."""
+
+    def __init__(self, input_size: int, cfg: ModelConfig):
+        super().__init__()
+        cell = CELLS[cfg.rnn_type]
+        sizes = [input_size] + [cfg.hidden_size] * (cfg.dec_layers - 1)
+        self.cells = nn.ModuleList(cell(s, cfg.hidden_size) for s in sizes)
+        self.lstm = cfg.rnn_type == "lstm"
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def initial(self, h0: Tensor) -> State:
+        """h0 (B, L, H) -> state dict (LSTM cells start at zero)."""
+        return {"h": h0, "c": torch.zeros_like(h0)} if self.lstm else {"h": h0}
+
+    def forward(self, x: Tensor, state: State) -> tuple[Tensor, State]:
+        hs, cs = [], []
+        for layer, cell in enumerate(self.cells):
+            if self.lstm:
+                h, c = cell(x, (state["h"][:, layer], state["c"][:, layer]))
+                cs.append(c)
+            else:
+                h = cell(x, state["h"][:, layer])
+            hs.append(h)
+            x = self.drop(h) if layer + 1 < len(self.cells) else h
+        new = {"h": torch.stack(hs, 1)}
+        if self.lstm:
+            new["c"] = torch.stack(cs, 1)
+        return x, new
+
+
+class _RNNModel(RNNSeq2Seq):
+    """Parts every RNN family shares: encoder, decoder embedding, init bridge, readout."""
+
+    def __init__(self, src_vocab: int, tgt_vocab: int, cfg: ModelConfig, joint: bool,
+                 rnn_input: int, bridge_input: int, readout_input: int | None):
+        out_size = cfg.emb_size if readout_input else cfg.hidden_size
+        super().__init__(src_vocab, tgt_vocab, out_size, cfg.tie_embeddings)
+        self.cfg = cfg
+        self.tgt_embed = nn.Embedding(tgt_vocab, cfg.emb_size, padding_idx=PAD)
+        shared = self.tgt_embed if (joint and cfg.tie_embeddings) else None
+        self.encoder = Encoder(src_vocab, cfg, shared)
+        self.bridge = nn.Linear(bridge_input, cfg.dec_layers * cfg.hidden_size)
+        self.cell = StackedCell(rnn_input, cfg)
+        self.readout = nn.Linear(readout_input, cfg.emb_size) if readout_input else None
+        self.drop = nn.Dropout(cfg.dropout)
+        self.tie_weights(self.tgt_embed)
+
+    def _initial_hidden(self, source: Tensor) -> Tensor:
+        """s_0 = tanh(W_s source) for every decoder layer: (B, L, H)."""
+        h0 = torch.tanh(self.bridge(source))
+        return h0.view(source.size(0), self.cfg.dec_layers, self.cfg.hidden_size)
+
+    def _read(self, *parts: Tensor) -> Tensor:
+        """Deep output: tanh(W_o [parts]) of embedding size, fed to the softmax layer."""
+        return self.drop(torch.tanh(self.readout(torch.cat(parts, dim=-1))))
+
+
+class FixedContext(_RNNModel):
+    """Cho et al. (2014): c = tanh(V h_N) is all the decoder sees of the source.
+
+    s_t = f(s_{t-1}, y_{t-1}, c), s_0 = tanh(W c); p(y_t) = g(s_t, y_{t-1}, c).
+    """
+
+    has_attention = False
+
+    def __init__(self, src_vocab: int, tgt_vocab: int, cfg: ModelConfig, joint: bool):
+        H = cfg.hidden_size
+        super().__init__(src_vocab, tgt_vocab, cfg, joint, cfg.emb_size + H, H,
+                         2 * H + cfg.emb_size)
+        self.context = nn.Linear(H * (2 if cfg.bidirectional else 1), H)
+
+    def encode(self, src: Tensor) -> State:
+        _, mask, final = self.encoder(src)
+        return {"mask": mask, "context": torch.tanh(self.context(final))}  # (B, H)
+
+    def init_state(self, enc: State) -> State:
+        return self.cell.initial(self._initial_hidden(enc["context"]))
+
+    def step_features(self, prev: Tensor, state: State, enc: State):
+        emb = self.drop(self.tgt_embed(prev))
+        out, state = self.cell(torch.cat([emb, enc["context"]], -1), state)
+        return self._read(out, emb, enc["context"]), state, None
+
+
+class Bahdanau(_RNNModel):
+    """Bahdanau et al. (2015): e_tj = v^T tanh(W s_{t-1} + U h_j + b) on the previous
+    state; c_t = sum_j a_tj h_j enters the GRU with y_{t-1}; output g(s_t, y_{t-1}, c_t).
+    """
+
+    def __init__(self, src_vocab: int, tgt_vocab: int, cfg: ModelConfig, joint: bool):
+        H, enc_out = cfg.hidden_size, cfg.hidden_size * (2 if cfg.bidirectional else 1)
+        super().__init__(src_vocab, tgt_vocab, cfg, joint, cfg.emb_size + enc_out, H,
+                         H + enc_out + cfg.emb_size)
+        self.score = AdditiveScore(H, enc_out, H)
+
+    def encode(self, src: Tensor) -> State:
+        states, mask, final = self.encoder(src)
+        # s_0 = tanh(W_s h<-_1): the backward state at the first word (its last step);
+        # a unidirectional encoder uses its final state instead.
+        init = final[:, -self.cfg.hidden_size:]
+        return {"states": states, "mask": mask, "keys": self.score.project_keys(states),
+                "init": init}
+
+    def init_state(self, enc: State) -> State:
+        return self.cell.initial(self._initial_hidden(enc["init"]))
+
+    def step_features(self, prev: Tensor, state: State, enc: State):
+        query = state["h"][:, -1:]  # s_{t-1}, top layer: (B, 1, H)
+        scores = self.score(query, enc["keys"])  # (B, 1, S)
+        context, weights = attend(scores, enc["states"], enc["mask"].unsqueeze(1))
+        context = context.squeeze(1)
+        emb = self.drop(self.tgt_embed(prev))
+        out, state = self.cell(torch.cat([emb, context], -1), state)
+        return self._read(out, emb, context), state, weights[:, None, None, 0]
+
+
+class Luong(_RNNModel):
+    """Luong et al. (2015): attend with the current state h_t; attentional vector
+    h~_t = tanh(W_c [c_t; h_t]) feeds the softmax and (input feeding) the next step.
+    """
+
+    def __init__(self, src_vocab: int, tgt_vocab: int, cfg: ModelConfig, joint: bool):
+        H = cfg.hidden_size
+        feed = H if cfg.input_feeding else 0
+        enc_out = H * (2 if cfg.bidirectional else 1)
+        super().__init__(src_vocab, tgt_vocab, cfg, joint, cfg.emb_size + feed, enc_out, None)
+        self.memory = (nn.Linear(self.encoder.out_size, H, bias=False)
+                       if self.encoder.out_size != H else nn.Identity())
+        self.score = SCORERS[cfg.score](H, H, H)
+        self.local = LocalWindow(cfg.attention, cfg.window, H) if cfg.attention != "global" else None
+        self.W_c = nn.Linear(2 * H, H, bias=False)
+
+    def encode(self, src: Tensor) -> State:
+        states, mask, final = self.encoder(src)
+        memory = self.memory(states)  # (B, S, H)
+        return {"states": memory, "mask": mask, "keys": self.score.project_keys(memory),
+                "init": final}
+
+    def init_state(self, enc: State) -> State:
+        state = self.cell.initial(self._initial_hidden(enc["init"]))
+        batch = enc["mask"].size(0)
+        state["t"] = torch.zeros(batch, dtype=torch.long, device=enc["mask"].device)
+        if self.cfg.input_feeding:
+            state["feed"] = enc["states"].new_zeros(batch, self.cfg.hidden_size)
+        return state
+
+    def step_features(self, prev: Tensor, state: State, enc: State):
+        emb = self.drop(self.tgt_embed(prev))
+        inputs = torch.cat([emb, state["feed"]], -1) if self.cfg.input_feeding else emb
+        t = state["t"]
+        h, new = self.cell(inputs, {k: v for k, v in state.items() if k in ("h", "c")})
+        query = h.unsqueeze(1)  # h_t: (B, 1, H)
+        scores = self.score(query, enc["keys"])  # (B, 1, S)
+        mask = enc["mask"].unsqueeze(1)
+        if self.local is not None:
+            mask, bias = self.local(query, t.unsqueeze(1), enc["mask"])
+            scores = scores + bias
+        context, weights = attend(scores, enc["states"], mask)
+        attentional = self.drop(torch.tanh(self.W_c(torch.cat([context.squeeze(1), h], -1))))
+        new["t"] = t + 1
+        if self.cfg.input_feeding:
+            new["feed"] = attentional
+        return attentional, new, weights[:, None, None, 0]

@@ -1,0 +1,88 @@
+"""The one run directory layout, and loading a trained run back.
+
+runs/<name>/
+  config.yaml            resolved config
+  spm/                   SentencePiece model(s) the run was trained with
+  checkpoints/best.pt    best validation BLEU; checkpoints/last.pt most recent
+  metrics.jsonl          one JSON object per log line / validation
+  hyps/<split>.txt       decoded hypotheses
+  scores.json            sacreBLEU BLEU/chrF with signatures, BLEU by length
+  align/<split>.npz      attention matrices (+ .json index, .links Pharaoh)
+  align/steps/           attention of a few validation sentences at each validation
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import yaml
+
+from nmt.checkpoint import load_checkpoint
+from nmt.config import Config, config_from_dict
+from nmt.data.subwords import Vocab
+from nmt.errors import NMTError
+from nmt.models import build_model
+from nmt.models.base import Seq2Seq
+
+
+class RunDir:
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+
+    config = property(lambda self: self.path / "config.yaml")
+    spm = property(lambda self: self.path / "spm")
+    checkpoints = property(lambda self: self.path / "checkpoints")
+    metrics = property(lambda self: self.path / "metrics.jsonl")
+    scores = property(lambda self: self.path / "scores.json")
+    align = property(lambda self: self.path / "align")
+    hyps = property(lambda self: self.path / "hyps")
+
+    def checkpoint(self, which: str = "best") -> Path:
+        return self.checkpoints / f"{which}.pt"
+
+    def install_vocab(self, vocab_dir: Path) -> None:
+        self.spm.mkdir(parents=True, exist_ok=True)
+        for model in vocab_dir.glob("*.model"):
+            shutil.copy2(model, self.spm / model.name)
+
+    def read_scores(self) -> dict:
+        return json.loads(self.scores.read_text()) if self.scores.is_file() else {}
+
+    def write_scores(self, split: str, entry: dict) -> None:
+        scores = self.read_scores()
+        scores[split] = entry
+        self.scores.write_text(json.dumps(scores, indent=2, ensure_ascii=False) + "\n")
+
+    def read_metrics(self) -> list[dict]:
+        if not self.metrics.is_file():
+            return []
+        return [json.loads(line) for line in self.metrics.read_text().splitlines() if line]
+
+
+def load_run(path: Path | str, which: str = "best") -> tuple[Config, Vocab, Seq2Seq, dict]:
+    """Config, vocabulary and model (eval mode) of a trained run, plus the checkpoint."""
+    run = RunDir(path)
+    if not run.path.is_dir():
+        raise NMTError(f"{run.path}: run directory not found")
+    if not run.config.is_file():
+        raise NMTError(f"{run.config}: missing; is {run.path} a run directory?")
+    cfg = config_from_dict(yaml.safe_load(run.config.read_text()), str(run.config))
+    ckpt_path = run.checkpoint(which)
+    if which == "best" and not ckpt_path.is_file():
+        ckpt_path = run.checkpoint("last")
+    payload = load_checkpoint(ckpt_path)
+    vocab = Vocab.from_dir(run.spm)
+    if (payload.get("src_vocab"), payload.get("tgt_vocab")) != (vocab.src_size, vocab.tgt_size):
+        raise NMTError(f"{ckpt_path}: trained with vocabularies of "
+                       f"{payload.get('src_vocab')}/{payload.get('tgt_vocab')} pieces but "
+                       f"{run.spm} has {vocab.src_size}/{vocab.tgt_size}; they do not belong together")
+    model = build_model(cfg.model, vocab.src_size, vocab.tgt_size, vocab.joint)
+    try:
+        model.load_state_dict(payload["model"])
+    except (RuntimeError, KeyError) as exc:
+        raise NMTError(f"{ckpt_path}: weights do not match {run.config} "
+                       f"({str(exc).splitlines()[0][:100]})") from None
+    model.eval()
+    return cfg, vocab, model, payload

@@ -1,0 +1,124 @@
+"""Greedy and batched beam search over the one decoder step contract.
+
+Search only calls `encode`, `init_state`, `step` and `reorder`; it never asks
+which family it drives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from nmt.data.subwords import BOS, EOS, PAD
+from nmt.models.base import Seq2Seq
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # target ids without BOS/EOS
+    score: float  # length-normalised log-probability
+
+
+def max_lengths(src: Tensor, ratio: float, offset: int) -> Tensor:
+    """Per-sentence output limit: ratio * source length + offset, (B,)."""
+    return ((src != PAD).sum(1).float() * ratio).long() + offset
+
+
+def constrain(log_probs: Tensor, at_limit: Tensor) -> Tensor:
+    """Never emit PAD or BOS; rows at their length limit may only emit EOS."""
+    banned = torch.zeros_like(log_probs, dtype=torch.bool)
+    banned[:, [PAD, BOS]] = True
+    only_eos = at_limit.unsqueeze(1) & (torch.arange(log_probs.size(1)) != EOS)
+    return log_probs.masked_fill(banned | only_eos, float("-inf"))
+
+
+@torch.no_grad()
+def greedy(model: Seq2Seq, src: Tensor, ratio: float = 1.5, offset: int = 10) -> list[list[int]]:
+    """Pick the arg-max token at each step until EOS or the length limit."""
+    enc = model.encode(src)
+    state = model.init_state(enc)
+    limit = max_lengths(src, ratio, offset)
+    prev = torch.full((src.size(0),), BOS, dtype=torch.long)
+    done = torch.zeros(src.size(0), dtype=torch.bool)
+    out = []
+    for t in range(int(limit.max())):
+        log_probs, state, _ = model.step(prev, state, enc)
+        log_probs = constrain(log_probs, t + 1 >= limit)
+        prev = log_probs.argmax(-1).masked_fill(done, PAD)
+        out.append(prev)
+        done |= (prev == EOS) | (t + 1 >= limit)
+        if done.all():
+            break
+    rows = torch.stack(out, 1).tolist()
+    return [[i for i in row[:row.index(EOS)] if i != PAD] if EOS in row else
+            [i for i in row if i != PAD] for row in rows]
+
+
+def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
+    """GNMT (Wu et al., 2016): lp(Y) = ((5 + |Y|) / 6) ** alpha."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@torch.no_grad()
+def beam_search(model: Seq2Seq, src: Tensor, beam: int = 5, alpha: float = 1.0,
+                ratio: float = 1.5, offset: int = 10, n_best: int = 1) -> list[list[Hypothesis]]:
+    """Batched beam search; a sentence ends when `beam` hypotheses have ended in EOS.
+
+    Finished sentences leave the batch (their rows are dropped with `reorder`).
+    """
+    B, K = src.size(0), beam
+    limit = max_lengths(src, ratio, offset).repeat_interleave(K)  # (B*K,)
+    enc = model.reorder(model.encode(src), torch.arange(B).repeat_interleave(K))
+    state = model.init_state(enc)
+    scores = torch.zeros(B, K)
+    scores[:, 1:] = float("-inf")  # all beams start identical: keep one alive
+    history = torch.full((B * K, 0), BOS, dtype=torch.long)
+    prev = torch.full((B * K,), BOS, dtype=torch.long)
+    active = list(range(B))  # original sentence index of each batch row group
+    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+    for t in range(int(limit.max())):
+        log_probs, state, _ = model.step(prev, state, enc)
+        V = log_probs.size(-1)
+        log_probs = constrain(log_probs, t + 1 >= limit)
+        cand = (scores.view(-1, 1) + log_probs).view(len(active), K * V)
+        top, idx = cand.topk(2 * K, dim=1)  # (b, 2K): at most K of them are EOS
+        beam_of, token = idx // V, idx % V
+        is_eos = token == EOS
+        _finalise(finished, active, history, top, beam_of, is_eos, K, alpha)
+        keep = torch.sort(is_eos.int(), dim=1, stable=True).indices[:, :K]  # first K non-EOS
+        scores = top.gather(1, keep)
+        rows = (beam_of.gather(1, keep) + torch.arange(len(active)).unsqueeze(1) * K).view(-1)
+        prev = token.gather(1, keep).view(-1)
+        history = torch.cat([history[rows], prev.unsqueeze(1)], 1)
+        open_ = (t + 1 < limit.view(len(active), K)[:, 0]).tolist()
+        still = [i for i, b in enumerate(active) if len(finished[b]) < K and open_[i]]
+        if not still:
+            break
+        if len(still) < len(active):
+            rows = rows.view(len(active), K)[still].view(-1)
+            keep_rows = (torch.tensor(still).repeat_interleave(K) * K
+                         + torch.arange(K).repeat(len(still)))
+            history, prev, scores = history[keep_rows], prev[keep_rows], scores[still]
+            active = [active[i] for i in still]
+            limit = limit[keep_rows]
+            enc = model.reorder(enc, rows)
+        else:
+            limit = limit[rows]
+        state = model.reorder(state, rows)
+    return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in finished]
+
+
+def _finalise(finished: list[list[Hypothesis]], active: list[int], history: Tensor, top: Tensor,
+              beam_of: Tensor, is_eos: Tensor, K: int, alpha: float) -> None:
+    """Move EOS candidates ranked in the top K (with a finite score) to `finished`."""
+    rank_ok = torch.arange(top.size(1)) < K
+    hits = (is_eos & rank_ok & torch.isfinite(top)).nonzero().tolist()
+    for row, col in hits:
+        sentence = active[row]
+        if len(finished[sentence]) >= K:
+            continue
+        tokens = history[row * K + beam_of[row, col]].tolist()
+        score = float(top[row, col]) / length_penalty(len(tokens) + 1, alpha)
+        finished[sentence].append(Hypothesis(tokens, score))

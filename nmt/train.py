@@ -1,0 +1,357 @@
+"""Training: token-budget batches, Adam, schedules, validation, checkpoints, resume.
+
+One process by default; under `torchrun` each rank trains on its shard of the
+batches with DDP and only rank 0 writes the run directory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from nmt import distributed as dist
+from nmt.checkpoint import load_checkpoint, save_checkpoint
+from nmt.config import Config, TrainConfig, config_to_dict, save_config
+from nmt.data.batching import filter_long, iterate_batches, token_batches
+from nmt.data.corpora import load_split
+from nmt.data.subwords import PAD, Vocab, encode_split, prepare_vocab
+from nmt.errors import NMTError
+from nmt.evaluate import bleu_chrf, translate_ids
+from nmt.models import build_model
+from nmt.models.base import Seq2Seq
+from nmt.run import RunDir
+
+
+class Schedule:
+    """lr(step) = peak * warmup/decay factor * plateau scale.
+
+    inverse_sqrt: min(step / warmup, sqrt(warmup / step)) (Vaswani et al. 2017, eq. 3
+    up to the constant); constant and plateau: linear warmup, then flat, with plateau
+    multiplying by `plateau_factor` after `plateau_patience` validations without gain.
+    """
+
+    def __init__(self, cfg: TrainConfig):
+        self.cfg, self.scale, self.bad, self.best = cfg, 1.0, 0, -math.inf
+
+    def lr(self, step: int) -> float:
+        warm = max(self.cfg.warmup, 1)
+        factor = min(step / warm, 1.0)
+        if self.cfg.schedule == "inverse_sqrt" and step > warm:
+            factor = math.sqrt(warm / step)
+        return self.cfg.lr * max(factor, 1e-3) * self.scale
+
+    def observe(self, metric: float) -> None:
+        if self.cfg.schedule != "plateau":
+            return
+        if metric > self.best:
+            self.best, self.bad = metric, 0
+        else:
+            self.bad += 1
+            if self.bad >= self.cfg.plateau_patience:
+                self.scale, self.bad = self.scale * self.cfg.plateau_factor, 0
+
+    def state_dict(self) -> dict:
+        return {"scale": self.scale, "bad": self.bad, "best": self.best}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.scale, self.bad, self.best = state["scale"], state["bad"], state["best"]
+
+
+@dataclass
+class Progress:
+    """Everything besides weights that a resumed run must restore."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    best_bleu: float = -1.0
+    stale: int = 0  # validations without BLEU gain (early stopping)
+    elapsed: float = 0.0  # seconds of training so far, validation included
+    train_seconds: float = 0.0  # seconds inside training steps only
+    tokens: int = 0  # target tokens trained on
+    skipped: int = 0  # non-finite steps skipped
+    history: list = field(default_factory=list)
+
+
+@dataclass
+class Data:
+    vocab: Vocab
+    train_src: list
+    train_tgt: list
+    train_idx: list[int]
+    valid_src: list
+    valid_refs: list[str]
+    valid_tgt: list
+
+
+def load_data(cfg: Config, run: RunDir) -> Data:
+    vocab_dir = prepare_vocab(cfg)
+    if dist.is_main():
+        run.install_vocab(vocab_dir)
+    vocab = Vocab.from_dir(vocab_dir)
+    src, tgt = encode_split(cfg, vocab_dir, cfg.data.train)
+    keep = filter_long(src, tgt, cfg.data.max_len)
+    if not keep:
+        raise NMTError(f"no training pairs of at most data.max_len={cfg.data.max_len} subwords")
+    v_src, v_tgt = encode_split(cfg, vocab_dir, cfg.data.valid)
+    _, refs = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, cfg.data.valid)
+    n = cfg.train.valid_sentences or len(v_src)
+    return Data(vocab, src, tgt, keep, v_src[:n], refs[:n], v_tgt[:n])
+
+
+def loss_fn(model: Seq2Seq, batch, smoothing: float) -> torch.Tensor:
+    """Label-smoothed cross-entropy summed over real target tokens (padding excluded
+    before the output layer, so no time is spent on it)."""
+    real = batch.tgt_out != PAD
+    logits, _ = model(batch.src, batch.tgt_in, select=real)  # (N, V)
+    return F.cross_entropy(logits, batch.tgt_out[real], label_smoothing=smoothing,
+                           reduction="sum")
+
+
+class StopRequest:
+    """Turns SIGINT/SIGTERM into a flag the loop checks between steps."""
+
+    def __init__(self):
+        self.signal = None
+
+    def __enter__(self):
+        self.old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def _handle(self, signum, frame):
+        self.signal = signal.Signals(signum).name
+
+    def __exit__(self, *exc):
+        for s, handler in self.old.items():
+            signal.signal(s, handler)
+
+
+class Trainer:
+    def __init__(self, cfg: Config, resume: bool = False, quiet: bool = False):
+        self.cfg, self.quiet = cfg, quiet
+        self.run = RunDir(cfg.run_dir)
+        self._prepare_run_dir(resume)
+        if cfg.train.threads:
+            torch.set_num_threads(cfg.train.threads)
+        torch.manual_seed(cfg.train.seed)
+        random.seed(cfg.train.seed)
+        self.data = load_data(cfg, self.run)
+        v = self.data.vocab
+        self.model = build_model(cfg.model, v.src_size, v.tgt_size, v.joint)
+        self.ddp = dist.wrap(self.model)
+        self.optim = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr,
+                                      betas=(0.9, 0.98), eps=1e-9,
+                                      weight_decay=cfg.train.weight_decay)
+        self.schedule, self.progress = Schedule(cfg.train), Progress()
+        if resume:
+            self._restore()
+
+    def _prepare_run_dir(self, resume: bool) -> None:
+        run = self.run
+        if resume and not run.checkpoint("last").is_file():
+            raise NMTError(f"{run.checkpoint('last')}: nothing to resume; train without --resume")
+        if not resume and run.checkpoint("last").is_file():
+            raise NMTError(f"{run.path} already holds a trained run; use --resume to continue "
+                           "it or pick another name with --set name=...")
+        if dist.is_main():
+            run.path.mkdir(parents=True, exist_ok=True)
+            save_config(self.cfg, run.config)
+
+    def _restore(self) -> None:
+        payload = load_checkpoint(self.run.checkpoint("last"))
+        v = self.data.vocab
+        if (payload.get("src_vocab"), payload.get("tgt_vocab")) != (v.src_size, v.tgt_size):
+            raise NMTError(f"{self.run.checkpoint('last')}: vocabulary sizes differ from the "
+                           "config's; resume with the config the run was started with")
+        try:
+            self.model.load_state_dict(payload["model"])
+            self.optim.load_state_dict(payload["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as exc:
+            raise NMTError(f"{self.run.checkpoint('last')}: does not match the config "
+                           f"({str(exc).splitlines()[0][:100]})") from None
+        self.schedule.load_state_dict(payload["schedule"])
+        self.progress = Progress(**payload["progress"])
+        torch.set_rng_state(payload["rng_torch"])
+        random.setstate(_tuples(payload["rng_python"]))
+
+    def save(self, which: str) -> None:
+        if not dist.is_main():
+            return
+        payload = {
+            "model": self.model.state_dict(), "optimizer": self.optim.state_dict(),
+            "schedule": self.schedule.state_dict(), "progress": vars(self.progress),
+            "rng_torch": torch.get_rng_state(), "rng_python": list(random.getstate()),
+            "config": config_to_dict(self.cfg), "src_vocab": self.data.vocab.src_size,
+            "tgt_vocab": self.data.vocab.tgt_size,
+        }
+        save_checkpoint(self.run.checkpoint(which), payload)
+
+    def log(self, record: dict) -> None:
+        if not dist.is_main():
+            return
+        with open(self.run.metrics, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    def say(self, text: str) -> None:
+        if dist.is_main() and not self.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        d = self.data
+        lengths = [(len(s), len(t)) for s, t in zip(d.train_src, d.train_tgt)]
+        batches = token_batches(lengths, self.cfg.train.batch_tokens,
+                                self.cfg.train.seed + epoch, d.train_idx)
+        return dist.shard(batches)
+
+    def train_step(self, batch) -> float | None:
+        """One optimiser step; returns the per-token loss, or None if it was not finite."""
+        self.model.train()
+        lr = self.schedule.lr(self.progress.step + 1)
+        for group in self.optim.param_groups:
+            group["lr"] = lr
+        n_tokens = dist.all_sum(batch.n_tokens)
+        loss = loss_fn(self.ddp, batch, self.cfg.train.label_smoothing)
+        if not torch.isfinite(loss):
+            self.optim.zero_grad(set_to_none=True)
+            return None
+        (loss * dist.world_size() / n_tokens).backward()
+        if self.cfg.train.clip:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip)
+        self.optim.step()
+        self.optim.zero_grad(set_to_none=True)
+        return loss.item() / max(batch.n_tokens, 1)
+
+    def validate(self) -> dict:
+        """Validation loss/perplexity on the chosen sentences, greedy BLEU and chrF."""
+        from nmt.collect import dump_training_alignments
+
+        d, model = self.data, self.model
+        model.eval()
+        total, tokens = 0.0, 0
+        with torch.no_grad():
+            lengths = [(len(s), len(t)) for s, t in zip(d.valid_src, d.valid_tgt)]
+            for batch in iterate_batches(d.valid_src, d.valid_tgt,
+                                         token_batches(lengths, 4096, None)):
+                total += loss_fn(model, batch, 0.0).item()
+                tokens += batch.n_tokens
+        hyps = translate_ids(model, d.vocab, d.valid_src, self.cfg.decode, beam=1)
+        scores = bleu_chrf(hyps, d.valid_refs)
+        if self.cfg.train.align_sentences:
+            dump_training_alignments(self, self.cfg.train.align_sentences)
+        loss = total / max(tokens, 1)
+        return {"valid_loss": loss, "valid_ppl": math.exp(min(loss, 50)), **scores}
+
+    def out_of_budget(self) -> str | None:
+        t, p = self.cfg.train, self.progress
+        if t.max_steps and p.step >= t.max_steps:
+            return f"reached train.max_steps={t.max_steps}"
+        if t.max_minutes and self.elapsed() >= t.max_minutes * 60:
+            return f"reached train.max_minutes={t.max_minutes}"
+        if t.max_epochs and p.epoch >= t.max_epochs:
+            return f"reached train.max_epochs={t.max_epochs}"
+        if t.patience and p.stale >= t.patience:
+            return f"no validation BLEU gain in {t.patience} validations (early stop)"
+        return None
+
+    def fit(self) -> Progress:
+        with StopRequest() as stop:
+            reason = self._loop(stop)
+        if stop.signal:
+            self.progress.elapsed = self.elapsed()
+            self.save("last")
+            raise NMTError(f"stopped by {stop.signal} at step {self.progress.step}; checkpoint "
+                           f"saved; continue with: nmt train --config ... --resume")
+        self.say(f"done: {reason}; best validation BLEU {self.progress.best_bleu:.2f}")
+        return self.progress
+
+    def _loop(self, stop: StopRequest) -> str:
+        p, t = self.progress, self.cfg.train
+        self.started, self.base, bad_run = time.time(), p.elapsed, 0
+        window_tokens, window_time, window_loss = 0, 0.0, 0.0
+        while True:
+            batches = self.epoch_batches(p.epoch)
+            for index in range(p.batch_in_epoch, len(batches)):
+                reason = self.out_of_budget()
+                if reason or stop.signal:
+                    return self._finish(reason or "signal")
+                batch = next(iterate_batches(self.data.train_src, self.data.train_tgt,
+                                             [batches[index]]))
+                tick = time.perf_counter()
+                loss = self.train_step(batch)
+                seconds = time.perf_counter() - tick
+                p.batch_in_epoch = index + 1
+                if loss is None:
+                    p.skipped, bad_run = p.skipped + 1, bad_run + 1
+                    if bad_run >= t.max_bad_steps:
+                        raise NMTError(f"{bad_run} non-finite losses in a row at step {p.step}; "
+                                       "lower train.lr or check the data; the last good "
+                                       f"checkpoint is {self.run.checkpoint('last')}")
+                    continue
+                bad_run = 0
+                p.step += 1
+                p.tokens += batch.n_tokens
+                p.train_seconds += seconds
+                window_tokens += batch.n_tokens
+                window_time += seconds
+                window_loss += loss * batch.n_tokens
+                if p.step % t.log_every == 0:
+                    self._log_train(window_loss / window_tokens, window_tokens / window_time)
+                    window_tokens, window_time, window_loss = 0, 0.0, 0.0
+                if p.step % t.valid_every == 0:
+                    self._validate_and_save()
+            p.epoch, p.batch_in_epoch = p.epoch + 1, 0
+
+    def elapsed(self) -> float:
+        """Seconds of this run so far, earlier sessions (before --resume) included."""
+        return self.base + time.time() - self.started
+
+    def _log_train(self, loss: float, tok_s: float) -> None:
+        p = self.progress
+        elapsed = self.elapsed()
+        lr = self.schedule.lr(p.step)
+        self.log({"kind": "train", "step": p.step, "epoch": p.epoch, "loss": loss, "lr": lr,
+                  "tokens_per_s": tok_s * dist.world_size(), "elapsed": elapsed})
+        self.say(f"step {p.step:>6} | epoch {p.epoch:>3} | loss {loss:6.3f} | lr {lr:.2e} | "
+                 f"{tok_s * dist.world_size():7.0f} tgt tok/s | {elapsed / 60:5.1f} min")
+
+    def _validate_and_save(self) -> None:
+        p = self.progress
+        record = self.validate()
+        self.schedule.observe(record["bleu"])
+        improved = record["bleu"] > p.best_bleu
+        p.best_bleu, p.stale = (record["bleu"], 0) if improved else (p.best_bleu, p.stale + 1)
+        p.elapsed = elapsed = self.elapsed()
+        p.history.append({"step": p.step, "elapsed": elapsed, "bleu": record["bleu"]})
+        self.log({"kind": "valid", "step": p.step, "epoch": p.epoch, "elapsed": elapsed,
+                  "train_tokens_per_s": p.tokens / max(p.train_seconds, 1e-9), **record})
+        self.say(f"valid step {p.step}: loss {record['valid_loss']:.3f} ppl "
+                 f"{record['valid_ppl']:.2f} BLEU {record['bleu']:.2f} chrF "
+                 f"{record['chrf']:.2f}{' (best)' if improved else ''}")
+        if improved:
+            self.save("best")
+        self.save("last")
+
+    def _finish(self, reason: str) -> str:
+        p = self.progress
+        if reason != "signal" and (not p.history or p.history[-1]["step"] != p.step):
+            self._validate_and_save()
+        return reason
+
+
+def _tuples(value):
+    """Python's RNG state comes back from a checkpoint as lists; make it tuples again."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def train(cfg: Config, resume: bool = False, quiet: bool = False) -> Progress:
+    """Train the run described by `cfg` (or continue it with `resume`)."""
+    return Trainer(cfg, resume, quiet).fit()
