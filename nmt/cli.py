@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -21,7 +21,7 @@ app.add_typer(data_app, name="data")
 STATE = {"debug": False}
 
 ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="YAML config file")]
-SetOpt = Annotated[Optional[list[str]], typer.Option(
+SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", help="override a config key, e.g. --set model.hidden_size=128 (repeatable)")]
 RunOpt = Annotated[Path, typer.Option("--run", "-r", help="run directory, e.g. runs/bahdanau")]
 
@@ -35,7 +35,7 @@ def main_options(debug: Annotated[bool, typer.Option(help="show tracebacks")] = 
 def data_download(
     corpus: Annotated[str, typer.Argument(help="corpus name, e.g. multi30k")] = "multi30k",
     pair: Annotated[str, typer.Option(help="language pair src-tgt, e.g. de-en")] = "de-en",
-    from_dir: Annotated[Optional[Path], typer.Option(
+    from_dir: Annotated[Path | None, typer.Option(
         "--from", help="import local raw files {split}.{lang}[.gz] instead of the hub")] = None,
     root: Annotated[Path, typer.Option(help="data root")] = Path("data"),
 ) -> None:
@@ -110,9 +110,9 @@ def train(config: ConfigOpt, set_: SetOpt = None,
 @app.command()
 def translate(
     run: RunOpt,
-    sentences: Annotated[Optional[list[str]], typer.Argument(help="sentences to translate")] = None,
-    input_: Annotated[Optional[Path], typer.Option("--input", "-i", help="file, one sentence a line")] = None,
-    beam: Annotated[Optional[int], typer.Option(help="beam size (1 = greedy)")] = None,
+    sentences: Annotated[list[str] | None, typer.Argument(help="sentences to translate")] = None,
+    input_: Annotated[Path | None, typer.Option("--input", "-i", help="file, one sentence a line")] = None,
+    beam: Annotated[int | None, typer.Option(help="beam size (1 = greedy)")] = None,
     n_best: Annotated[int, typer.Option(help="hypotheses per sentence (tab: score)")] = 1,
 ) -> None:
     """Translate sentences given as arguments, in a file (--input) or on stdin."""
@@ -140,8 +140,8 @@ def translate(
 @app.command()
 def evaluate(
     run: RunOpt,
-    split: Annotated[Optional[str], typer.Option(help="split name (default: the config's test)")] = None,
-    beam: Annotated[Optional[int], typer.Option(help="beam size (default: config)")] = None,
+    split: Annotated[str | None, typer.Option(help="split name (default: the config's test)")] = None,
+    beam: Annotated[int | None, typer.Option(help="beam size (default: config)")] = None,
     limit: Annotated[int, typer.Option(help="only the first N sentences (0 = all)")] = 0,
 ) -> None:
     """Decode a split, score it with sacreBLEU (BLEU, chrF) and dump its attention."""
@@ -172,23 +172,25 @@ def main() -> None:
     """Console entry point: one-line errors unless --debug."""
     _register_later_commands()
     try:
-        app(standalone_mode=False)
+        # typer.Exit and Ctrl-C inside a command come back as the exit code (130: Ctrl-C)
+        code = app(standalone_mode=False)
     except NMTError as exc:
         if STATE["debug"]:
             raise
         typer.echo(f"nmt: error: {exc}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
-        typer.echo("nmt: interrupted", err=True)
-        sys.exit(130)
+        code = 130
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(1)
-        raise
+    except typer.Abort:
+        sys.exit(1)
+    except typer.TyperException as exc:  # usage errors (typer's own click copy, not `click`)
+        if not hasattr(exc, "show"):
+            raise
+        exc.show()
+        sys.exit(exc.exit_code)
+    if code == 130:
+        typer.echo("nmt: interrupted", err=True)
+    if isinstance(code, int) and code:
+        sys.exit(code)

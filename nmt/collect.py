@@ -18,8 +18,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nmt.alignment import (AlignmentRecord, join_pieces, links_from_matrix, pieces_to_words,
-                           reduce_to_words, save_alignments)
+from nmt.alignment import (
+    AlignmentRecord,
+    check_links_in_range,
+    format_pharaoh,
+    join_pieces,
+    links_from_matrix,
+    pieces_to_words,
+    read_gold,
+    reduce_to_words,
+    save_alignments,
+)
 from nmt.data.batching import pad
 from nmt.data.subwords import BOS, EOS, Vocab
 from nmt.errors import NMTError
@@ -65,18 +74,25 @@ def reading(weights: np.ndarray, shifted: bool | None = None, layer: int | None 
     return mean[1:] if shifted else mean[:-1]
 
 
+def word_matrix(weights: np.ndarray, src_pieces: list[str], tgt_pieces: list[str],
+                shifted: bool | None = None, layer: int | None = None) -> np.ndarray:
+    """Word-level (T_word, S_word) map of one reading; the EOS column is dropped."""
+    src_word_of = pieces_to_words(src_pieces) + [-1]
+    return reduce_to_words(reading(weights, shifted, layer), pieces_to_words(tgt_pieces),
+                           src_word_of)
+
+
 def make_record(index: int, vocab: Vocab, src: list[int], tgt: list[int], weights: np.ndarray,
                 shifted: bool | None = None, layer: int | None = None,
                 meta: dict | None = None) -> AlignmentRecord:
     """Subword weights plus their word-level reduction and argmax links."""
     src_pieces = vocab.src_pieces([i for i in src if i != EOS])
     tgt_pieces = vocab.tgt_pieces(list(tgt))
-    src_word_of = pieces_to_words(src_pieces) + [-1]  # EOS column dropped
-    tgt_word_of = pieces_to_words(tgt_pieces)
-    words = reduce_to_words(reading(weights, shifted, layer), tgt_word_of, src_word_of)
+    src_word_of, tgt_word_of = pieces_to_words(src_pieces), pieces_to_words(tgt_pieces)
+    words = word_matrix(weights, src_pieces, tgt_pieces, shifted, layer)
     return AlignmentRecord(
         index=index, src_tokens=src_pieces + ["</s>"], tgt_tokens=tgt_pieces + ["</s>"],
-        weights=weights, src_words=join_pieces(src_pieces, src_word_of[:-1]),
+        weights=weights, src_words=join_pieces(src_pieces, src_word_of),
         tgt_words=join_pieces(tgt_pieces, tgt_word_of), word_weights=words,
         links=sorted(links_from_matrix(words)), meta=dict(meta or {}))
 
@@ -90,12 +106,21 @@ def collect(model: Seq2Seq, vocab: Vocab, src_ids: list, tgt_ids: list,
 
 
 def dump_split_alignments(model: Seq2Seq, vocab: Vocab, src_ids: list, tgt_ids: list,
-                          path: Path, cfg) -> Path:
-    """Forced attention of a whole split, saved in the `nmt align` format."""
+                          path: Path, cfg) -> dict:
+    """Forced attention of a whole split, saved in the `nmt align` format, plus its
+    summary (AER against `<split>.gold` when the corpus has one, as the synthetic does)."""
     records = collect(model, vocab, src_ids, tgt_ids,
                       meta={"mode": "forced", "family": cfg.model.family, "run": cfg.name})
     save_alignments(path, records)
-    return path
+    path.with_suffix(".links").write_text(
+        "".join(format_pharaoh(r.links) + "\n" for r in records), encoding="utf-8")
+    gold_path = Path(cfg.data.root) / cfg.data.corpus / cfg.data.pair / f"{path.stem}.gold"
+    gold = None
+    if gold_path.is_file():
+        gold = read_gold(gold_path)[:len(records)]  # evaluate --limit decodes a prefix
+        check_links_in_range(gold, [len(r.src_words) for r in records],
+                             [len(r.tgt_words) for r in records], gold_path)
+    return alignment_summary(records, gold)
 
 
 def dump_training_alignments(trainer, n: int) -> Path | None:
@@ -112,3 +137,31 @@ def dump_training_alignments(trainer, n: int) -> Path | None:
                       meta={"mode": "forced", "step": trainer.progress.step})
     save_alignments(path, records)
     return path
+
+
+def alignment_summary(records: list[AlignmentRecord], gold: list | None = None) -> dict:
+    """Mean attention entropy (nats per target word), mass on EOS, and AER when gold exists.
+
+    The diagonal baseline's AER is reported beside the model's so a low AER has context.
+    """
+    from nmt.alignment import alignment_error_rate, attention_entropy, diagonal_links
+
+    summary = {
+        "sentences": len(records),
+        "entropy": float(np.mean([attention_entropy(r.word_weights) for r in records])),
+        "eos_mass": float(np.mean([_eos_mass(r) for r in records])),
+    }
+    if gold is not None:
+        links = [set(map(tuple, r.links)) for r in records]
+        diagonal = [diagonal_links(len(r.src_words), len(r.tgt_words)) for r in records]
+        scores = alignment_error_rate(links, gold)
+        summary.update(aer=scores["aer"], precision=scores["precision"],
+                       recall=scores["recall"],
+                       diagonal_aer=alignment_error_rate(diagonal, gold)["aer"])
+    return summary
+
+
+def _eos_mass(record: AlignmentRecord) -> float:
+    """Mean weight the subword-level map puts on the source EOS column."""
+    matrix = record.weights.mean(axis=(0, 1))[:-1]  # (T, S), EOS row dropped
+    return float(matrix[:, -1].mean()) if matrix.size else 0.0

@@ -8,6 +8,7 @@ validation. The resolved config is saved with every run.
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,16 @@ FAMILIES = ("fixed_context", "bahdanau", "luong", "transformer")
 SCORES = ("dot", "general", "concat", "additive")
 ATTENTION_KINDS = ("global", "local-m", "local-p")
 SCHEDULES = ("constant", "inverse_sqrt", "plateau")
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that reads `5e-4` as a float (YAML 1.2), not as the string '5e-4'."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
 
 
 @dataclass(frozen=True)
@@ -130,7 +141,8 @@ POSITIVE = {
     "model.emb_size", "model.hidden_size", "model.enc_layers", "model.dec_layers",
     "model.heads", "model.ff_size", "model.window", "vocab.size", "train.batch_tokens",
     "train.valid_every", "train.log_every", "decode.beam", "decode.batch_size",
-    "decode.n_best", "data.max_len", "train.max_bad_steps",
+    "decode.n_best", "data.max_len", "train.max_bad_steps", "train.lr", "train.plateau_factor",
+    "decode.max_len_ratio",
 }
 NON_NEGATIVE = {
     "train.warmup", "train.max_steps", "train.max_epochs", "train.max_minutes",
@@ -186,7 +198,7 @@ def _validate(cfg: Config, where: str) -> None:
     for key in POSITIVE | NON_NEGATIVE:
         section, name = key.split(".")
         value = getattr(getattr(cfg, section), name)
-        if value < 0 or (key in POSITIVE and value == 0):
+        if not (value > 0 if key in POSITIVE else value >= 0):  # also rejects NaN
             need = "positive" if key in POSITIVE else "zero or positive"
             raise NMTError(f"{where}: '{key}' must be {need}, got {value!r}")
     if not 0.0 <= cfg.model.dropout < 1.0:
@@ -205,7 +217,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         raise NMTError(f"--set {text!r}: expected KEY=VALUE, e.g. --set model.hidden_size=128")
     key, value = text.split("=", 1)
     try:
-        parsed = yaml.safe_load(value) if value.strip() else ""
+        parsed = yaml.load(value, Loader=_Loader) if value.strip() else ""
     except yaml.YAMLError:
         parsed = value
     return key.strip().split("."), parsed
@@ -218,9 +230,11 @@ def config_from_dict(raw: dict, where: str = "config", overrides: list[str] = ()
         path, value = parse_override(text)
         node = raw
         for part in path[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
+            child = {} if node.get(part) is None else node[part]  # `train:` alone is None
+            if not isinstance(child, dict):
                 raise NMTError(f"--set {text}: '{part}' is not a section")
+            node[part] = dict(child)  # a copy: never modify the caller's mapping
+            node = node[part]
         node[path[-1]] = value
     cfg = _build(Config, raw, "", where)
     if not cfg.model.family:
@@ -240,7 +254,7 @@ def load_config(path: Path | str, overrides: list[str] = ()) -> Config:
     except (OSError, UnicodeDecodeError) as exc:
         raise NMTError(f"{path}: cannot read config ({exc})") from None
     try:
-        raw = yaml.safe_load(text) or {}
+        raw = yaml.load(text, Loader=_Loader) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
@@ -259,5 +273,15 @@ def save_config(cfg: Config, path: Path) -> None:
     path.write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False), encoding="utf-8")
 
 
-__all__ = ["Config", "DataConfig", "VocabConfig", "ModelConfig", "TrainConfig", "DecodeConfig",
-           "load_config", "config_from_dict", "save_config", "config_to_dict"]
+__all__ = [
+    "Config",
+    "DataConfig",
+    "DecodeConfig",
+    "ModelConfig",
+    "TrainConfig",
+    "VocabConfig",
+    "config_from_dict",
+    "config_to_dict",
+    "load_config",
+    "save_config",
+]

@@ -81,7 +81,7 @@ def bleu_by_length(sources: list[str], hyps: list[str], refs: list[str]) -> list
             continue
         score = sacrebleu.corpus_bleu([hyps[i] for i in idx], [[refs[i] for i in idx]]).score
         label = f"{low}-{high - 1}" if high < 10_000 else f"{low}+"
-        rows.append({"bucket": label, "sentences": int(len(idx)), "bleu": round(score, 2)})
+        rows.append({"bucket": label, "sentences": len(idx), "bleu": round(score, 2)})
     return rows
 
 
@@ -90,7 +90,6 @@ def evaluate_run(run_path: Path, split: str, beam: int | None = None,
     """Decode a split of the run's corpus, write hyps/scores.json, dump its attention."""
     from nmt.collect import dump_split_alignments
     from nmt.data.corpora import load_split
-    from nmt.data.subwords import encode_split
     from nmt.run import RunDir, load_run
 
     cfg, vocab, model, _ = load_run(run_path)
@@ -108,8 +107,8 @@ def evaluate_run(run_path: Path, split: str, beam: int | None = None,
     entry = {**bleu_chrf(hyps, refs), "beam": beam, "sentences": len(hyps),
              "sentences_per_s": round(len(hyps) / max(seconds, 1e-9), 2),
              "by_length": bleu_by_length(sources, hyps, refs)}
-    run.write_scores(split, entry)
     if align and model.has_attention:
-        tgt_ids = vocab.encode_tgt(refs)
-        dump_split_alignments(model, vocab, src_ids, tgt_ids, run.align / f"{split}.npz", cfg)
+        entry["alignment"] = dump_split_alignments(model, vocab, src_ids, vocab.encode_tgt(refs),
+                                                   run.align / f"{split}.npz", cfg)
+    run.write_scores(split, entry)
     return entry

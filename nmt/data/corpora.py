@@ -13,6 +13,7 @@ import json
 import re
 import time
 import unicodedata
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def read_lines(path: Path) -> list[str]:
             raw = handle.read()
     except FileNotFoundError:
         raise NMTError(f"{path}: file not found") from None
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt .gz
         raise NMTError(f"{path}: cannot read ({exc})") from None
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
@@ -139,6 +140,9 @@ def import_corpus(corpus: str, pair: str, from_dir: Path, root: Path) -> dict:
         splits[split] = read_parallel(src_path, tgt_path)
     if "train" not in splits:
         raise NMTError(f"{from_dir}: no train.{src} / train.{tgt} (.gz) files found")
+    if not any(normalise(s) and normalise(t) for s, t in zip(*splits["train"])):
+        raise NMTError(f"{_file_for(from_dir, 'train', src)}: every training pair has an empty "
+                       "side; nothing to train on")
     return write_corpus(root / corpus / pair, splits, src, tgt, f"dir:{from_dir.resolve()}")
 
 

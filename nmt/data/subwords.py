@@ -81,8 +81,7 @@ def _train_one(lines_files: list[Path], prefix: Path, cfg: Config) -> None:
 
     text = prefix.with_suffix(".txt")
     with open(text, "w", encoding="utf-8") as out:
-        for path in lines_files:
-            out.write(path.read_text(encoding="utf-8"))
+        out.writelines(path.read_text(encoding="utf-8") for path in lines_files)
     try:
         spm.SentencePieceTrainer.train(
             input=str(text), model_prefix=str(prefix), vocab_size=cfg.vocab.size,

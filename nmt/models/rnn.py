@@ -86,6 +86,7 @@ class _RNNModel(RNNSeq2Seq):
         super().__init__(src_vocab, tgt_vocab, out_size, cfg.tie_embeddings)
         self.cfg = cfg
         self.tgt_embed = nn.Embedding(tgt_vocab, cfg.emb_size, padding_idx=PAD)
+        nn.init.normal_(self.tgt_embed.weight, std=cfg.emb_size ** -0.5)  # sane tied logits
         shared = self.tgt_embed if (joint and cfg.tie_embeddings) else None
         self.encoder = Encoder(src_vocab, cfg, shared)
         self.bridge = nn.Linear(bridge_input, cfg.dec_layers * cfg.hidden_size)

@@ -117,7 +117,6 @@ class Transformer(Seq2Seq):
                           else nn.Embedding(src_vocab, D, padding_idx=PAD))
         for emb in (self.src_embed, self.tgt_embed):
             nn.init.normal_(emb.weight, std=D ** -0.5)
-            nn.init.zeros_(emb.weight[PAD])
         self.register_buffer("pe", sinusoids(self.max_positions, D), persistent=False)
         self.enc_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.enc_layers))
         self.dec_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.dec_layers))

@@ -1,0 +1,412 @@
+"""`nmt compare`: one Markdown and one self-contained HTML report over several runs.
+
+The report is a table (one row per run, or per group of runs that differ only by seed, shown
+as mean ± sample std), the sacreBLEU signatures, BLEU by source length, validation BLEU
+against training time, and side-by-side attention grids of a few test sentences.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import yaml
+
+from nmt.alignment import AlignmentRecord, load_alignments
+from nmt.checkpoint import load_checkpoint
+from nmt.config import Config, config_from_dict, config_to_dict
+from nmt.errors import NMTError
+from nmt.plotting import plot_grid, plot_lines
+from nmt.run import RunDir
+
+NA = "—"
+FIXED = "†"
+FIXED_NOTE = (f"{FIXED} fixed_context has no attention: the whole source is encoded into one "
+              "fixed vector, so there is no alignment to score (AER) and no attention "
+              "distribution to measure (entropy).")
+ATTENTION_NOTE = (
+    "Attention weights are a computation, not an explanation: AER and entropy describe the "
+    "weights, they do not prove which source words the model \"uses\" for its translation.")
+TABLE_NOTE = ("Groups of runs that differ only by seed show mean ± sample standard deviation "
+              "over the n runs. Training time is the last `elapsed` in metrics.jsonl; AER needs "
+              "a gold alignment; entropy is in nats per target word.")
+GRID_NOTE = ("Word-level attention of each run, forced on the reference (the same target words "
+             "for every run), on one colour scale 0..1.")
+COLUMNS = (  # (key, header, decimals)
+    ("params", "Params", 0), ("train_min", "Train min", 1), ("train_tok_s", "Train tok/s", 0),
+    ("decode_sent_s", "Decode sent/s", 1), ("best_valid_bleu", "Best valid BLEU", 2),
+    ("bleu", "BLEU", 2), ("chrf", "chrF", 2), ("aer", "AER", 3),
+    ("diagonal_aer", "Diagonal AER", 3), ("entropy", "Entropy (nats)", 2))
+ATTENTION_KEYS = ("aer", "diagonal_aer", "entropy")
+SOURCE_WORDS = (6, 14)  # default grid sentences: sources of this many words (inclusive)
+N_SENTENCES = 2
+
+Block = tuple  # ("h2", text) | ("p", text) | ("list", items) | ("table", head, rows) | ("img", path, alt)
+
+
+@dataclass
+class RunSummary:
+    """What the report needs from one run directory."""
+
+    name: str
+    path: Path
+    cfg: Config
+    metrics: list[dict]
+    scores: dict | None  # scores.json[split], None when the split was not evaluated
+    params: int | None
+
+    @property
+    def has_attention(self) -> bool:
+        return self.cfg.model.family != "fixed_context"
+
+
+@dataclass
+class Row:
+    """One table row: a single run, or runs that differ only by seed."""
+
+    runs: list[RunSummary]
+    values: dict[str, list[float | None]] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------ loading runs
+
+
+def count_parameters(state: dict) -> int:
+    """Number of parameters in a state dict; tied tensors (shared storage) count once."""
+    seen: set[tuple[int, tuple[int, ...]]] = set()
+    total = 0
+    for tensor in state.values():
+        if not torch.is_tensor(tensor):
+            continue
+        key = (tensor.data_ptr(), tuple(tensor.shape))
+        if tensor.numel() and key in seen:
+            continue
+        seen.add(key)
+        total += tensor.numel()
+    return total
+
+
+def _read_config(run: RunDir) -> Config:
+    if not run.path.is_dir():
+        raise NMTError(f"{run.path}: run directory not found; pass a folder under runs/")
+    if not run.config.is_file():
+        raise NMTError(f"{run.path}: not a run directory (no config.yaml); pass a folder "
+                       "written by `nmt train`")
+    try:
+        raw = yaml.safe_load(run.config.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+        raise NMTError(f"{run.config}: cannot read the run's config ({exc}); re-train or "
+                       "restore the file") from None
+    return config_from_dict(raw, str(run.config))
+
+
+def load_summary(path: Path, split: str | None) -> RunSummary:
+    """Config, metrics, scores of `split` (default: the config's test) and parameter count."""
+    run = RunDir(path)
+    cfg = _read_config(run)
+    try:
+        scores = run.read_scores().get(split or cfg.data.test)
+        metrics = run.read_metrics()
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise NMTError(f"{run.path}: scores.json or metrics.jsonl is not valid JSON ({exc}); "
+                       "re-run `nmt evaluate` or restore the file") from None
+    ckpt = next((p for p in (run.checkpoint("best"), run.checkpoint("last")) if p.is_file()), None)
+    params = count_parameters(load_checkpoint(ckpt)["model"]) if ckpt else None
+    return RunSummary(cfg.name or run.path.name, run.path, cfg, metrics, scores, params)
+
+
+def model_label(cfg: Config) -> str:
+    """Family and scorer, e.g. 'luong (general, local-p)' or 'bahdanau (additive)'."""
+    m = cfg.model
+    if m.family == "luong":
+        return f"luong ({m.score}, {m.attention})"
+    if m.family == "bahdanau":
+        return "bahdanau (additive)"
+    return m.family
+
+
+def run_values(run: RunSummary) -> dict[str, float | None]:
+    """The numbers of one table row (None where the run has no such number)."""
+    elapsed = [r["elapsed"] for r in run.metrics if "elapsed" in r]
+    valid = [r for r in run.metrics if r.get("kind") == "valid"]
+    bleus = [r["bleu"] for r in valid if r.get("bleu") is not None]
+    s = run.scores or {}
+    align = s.get("alignment") or {}
+    return {
+        "params": run.params,
+        "train_min": elapsed[-1] / 60 if elapsed else None,
+        "train_tok_s": valid[-1].get("train_tokens_per_s") if valid else None,
+        "decode_sent_s": s.get("sentences_per_s"), "best_valid_bleu": max(bleus, default=None),
+        "bleu": s.get("bleu"), "chrf": s.get("chrf"),
+        **{key: align.get(key) for key in ATTENTION_KEYS},
+    }
+
+
+def group_by_seed(runs: list[RunSummary]) -> list[Row]:
+    """Rows in input order; runs whose configs differ only by `name` and `train.seed` share one."""
+    rows: dict[str, Row] = {}
+    for run in runs:
+        raw = config_to_dict(run.cfg)
+        raw.pop("name")
+        raw["train"].pop("seed")
+        rows.setdefault(json.dumps(raw, sort_keys=True), Row([])).runs.append(run)
+    for row in rows.values():
+        values = [run_values(r) for r in row.runs]
+        row.values = {key: [v[key] for v in values] for key, _, _ in COLUMNS}
+    return list(rows.values())
+
+
+# ------------------------------------------------------------------------------------ table
+
+
+def format_cell(values: list[float | None], decimals: int, exact: bool = False) -> str:
+    """One value, or mean ± sample std over the available values ('(n=k)' if some lack it)."""
+    have = [float(v) for v in values if v is not None]
+    if not have:
+        return NA
+    fmt = (lambda x: f"{x:,.0f}") if decimals == 0 else (lambda x: f"{x:.{decimals}f}")
+    if len(have) == 1 or (exact and len(set(have)) == 1):
+        text = fmt(have[0])
+    else:
+        text = f"{fmt(statistics.mean(have))} ± {fmt(statistics.stdev(have))}"
+    return text if len(have) == len(values) or len(values) == 1 else f"{text} (n={len(have)})"
+
+
+def table_rows(rows: list[Row]) -> list[list[str]]:
+    """Table cells per row: run(s), model, n, then COLUMNS."""
+    out = []
+    for row in rows:
+        names = ", ".join(r.name for r in row.runs)
+        if len(row.runs) > 1:
+            names += f" (seeds {', '.join(str(r.cfg.train.seed) for r in row.runs)})"
+        cells = [names, model_label(row.runs[0].cfg), str(len(row.runs))]
+        fixed = not row.runs[0].has_attention
+        for key, _, decimals in COLUMNS:
+            cell = format_cell(row.values[key], decimals, exact=key == "params")
+            cells.append(f"{cell} {FIXED}" if fixed and key in ATTENTION_KEYS else cell)
+        out.append(cells)
+    return out
+
+
+def table_notes(runs: list[RunSummary], split: str) -> list[Block]:
+    """Signatures, footnotes and caveats that go under the table."""
+    blocks: list[Block] = []
+    missing = [r for r in runs if r.scores is None]
+    if missing:
+        blocks.append(("p", f"No scores for split `{split}` in: "
+                       + ", ".join(f"{r.name} (run `nmt evaluate --run {r.path} --split "
+                                   f"{split}`)" for r in missing) + f"; their cells show {NA}."))
+    for kind in ("bleu_signature", "chrf_signature"):
+        sigs = {r.name: r.scores[kind] for r in runs if r.scores and r.scores.get(kind)}
+        label = "BLEU" if kind.startswith("bleu") else "chrF"
+        if len(set(sigs.values())) == 1:
+            blocks.append(("p", f"sacreBLEU {label} signature: `{next(iter(sigs.values()))}`"))
+        elif sigs:
+            blocks.append(("p", f"sacreBLEU {label} signatures differ:"))
+            blocks.append(("list", [f"{name}: `{sig}`" for name, sig in sigs.items()]))
+    if any(not r.has_attention for r in runs):
+        blocks.append(("p", FIXED_NOTE))
+    blocks.append(("p", TABLE_NOTE))
+    blocks.append(("p", ATTENTION_NOTE))
+    return blocks
+
+
+# ------------------------------------------------------------------------------------ plots
+
+
+def _bucket_start(label: str) -> int:
+    return int(re.match(r"\d+", label).group()) if re.match(r"\d+", label) else 10**9
+
+
+def plot_by_length(runs: list[RunSummary], path: Path) -> Path | None:
+    """BLEU per source-length bucket, one line per run; None if no run has the breakdown."""
+    rows = {r.name: r.scores["by_length"] for r in runs if r.scores and r.scores.get("by_length")}
+    if not rows:
+        return None
+    labels = sorted({b["bucket"] for br in rows.values() for b in br}, key=_bucket_start)
+    pos = {label: n for n, label in enumerate(labels)}
+    series = {name: ([pos[b["bucket"]] for b in br], [b["bleu"] for b in br])
+              for name, br in rows.items()}
+    return plot_lines(series, path, "source length (words)", "BLEU",
+                      "BLEU by source length", xticks=labels)
+
+
+def plot_valid_curve(runs: list[RunSummary], path: Path) -> Path | None:
+    """Validation BLEU against training minutes, one line per run; None without validations."""
+    series = {}
+    for r in runs:
+        valid = [m for m in r.metrics if m.get("kind") == "valid" and m.get("bleu") is not None]
+        if valid:
+            series[r.name] = ([m["elapsed"] / 60 for m in valid], [m["bleu"] for m in valid])
+    if not series:
+        return None
+    return plot_lines(series, path, "training time (minutes)", "validation BLEU",
+                      "Validation BLEU during training")
+
+
+# ------------------------------------------------------------------------- alignment grids
+
+
+def _load_records(runs: list[RunSummary], split: str, notes: list[str]
+                  ) -> dict[str, dict[int, AlignmentRecord] | None]:
+    """Per run: records by sentence index, None for fixed_context; runs without a file skip."""
+    out: dict[str, dict[int, AlignmentRecord] | None] = {}
+    for r in runs:
+        npz = RunDir(r.path).align / f"{split}.npz"
+        if not r.has_attention:
+            out[r.name] = None
+        elif npz.is_file():
+            out[r.name] = {rec.index: rec for rec in load_alignments(npz)}
+        else:
+            notes.append(f"{r.name}: no `{npz}` (run `nmt evaluate --run {r.path} --split "
+                         f"{split}` to write it); left out of the grids.")
+    return out
+
+
+def choose_sentences(records: dict[str, dict[int, AlignmentRecord] | None]) -> list[int]:
+    """First N_SENTENCES indices whose source has SOURCE_WORDS words, from the first run."""
+    first = next((recs for recs in records.values() if recs), {})
+    low, high = SOURCE_WORDS
+    return [i for i in sorted(first) if low <= len(first[i].src_words) <= high][:N_SENTENCES]
+
+
+def plot_alignment_grids(runs: list[RunSummary], split: str, out: Path,
+                         sentences: list[int] | None, notes: list[str]) -> list[Path]:
+    """One grid per sentence (one panel per run), forced on the shared reference."""
+    records = _load_records(runs, split, notes)
+    chosen = choose_sentences(records) if sentences is None else list(sentences)
+    paths = []
+    for idx in chosen:
+        ref = next((recs[idx] for recs in records.values() if recs and idx in recs), None)
+        if ref is None:
+            files = ", ".join(str(RunDir(r.path).align / f"{split}.npz") for r in runs)
+            raise NMTError(f"sentence {idx} is in none of {files or 'the runs'}; "
+                           "pick an index that the runs' alignment files contain")
+        shape = (len(ref.tgt_words), len(ref.src_words))
+        panels: list[tuple[str, object]] = []
+        for name, recs in records.items():
+            rec = recs.get(idx) if recs else None
+            if recs is None:
+                panels.append((name, None))
+            elif rec is not None and rec.word_weights.shape == shape:
+                panels.append((name, rec.word_weights))
+            else:
+                notes.append(f"{name}: sentence {idx} missing or split into other words; "
+                             "left out of its grid.")
+        path = out / f"align_{split}_{idx}.png"
+        paths.append(plot_grid(panels, ref.src_words, ref.tgt_words, path,
+                               title=f"{split} sentence {idx} (attention forced on the reference)"))
+    return paths
+
+
+# -------------------------------------------------------------------------------- rendering
+
+
+def render_markdown(blocks: list[Block]) -> str:
+    lines: list[str] = []
+    for block in blocks:
+        kind = block[0]
+        if kind in ("h1", "h2"):
+            lines += ["#" * int(kind[1]) + " " + block[1], ""]
+        elif kind == "p":
+            lines += [block[1], ""]
+        elif kind == "list":
+            lines += [f"- {item}" for item in block[1]] + [""]
+        elif kind == "table":
+            head, rows = block[1], block[2]
+            lines.append("| " + " | ".join(h.replace("|", "\\|") for h in head) + " |")
+            lines.append("|" + "|".join("---" for _ in head) + "|")
+            lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+            lines.append("")
+        elif kind == "img":
+            lines += [f"![{block[2]}]({block[1].name})", ""]
+    return "\n".join(lines)
+
+
+def _inline(text: str) -> str:
+    """HTML-escape and turn `code` spans into <code>."""
+    return re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(text))
+
+
+def render_html(blocks: list[Block], title: str) -> str:
+    """A standalone page: every image inlined as a base64 data URI."""
+    body: list[str] = []
+    for block in blocks:
+        kind = block[0]
+        if kind in ("h1", "h2", "p"):
+            body.append(f"<{kind}>{_inline(block[1])}</{kind}>")
+        elif kind == "list":
+            body.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in block[1]) + "</ul>")
+        elif kind == "table":
+            head = "".join(f"<th>{html.escape(h)}</th>" for h in block[1])
+            rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                           for row in block[2])
+            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+        elif kind == "img":
+            data = base64.b64encode(block[1].read_bytes()).decode("ascii")
+            body.append(f'<figure><img alt="{html.escape(block[2])}" '
+                        f'src="data:image/png;base64,{data}"></figure>')
+    style = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto}"
+             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px}"
+             "td{text-align:right}td:first-child,td:nth-child(2){text-align:left}"
+             "img{max-width:100%}")
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}"
+            f"</title><style>{style}</style></head><body>\n" + "\n".join(body)
+            + "\n</body></html>\n")
+
+
+# ---------------------------------------------------------------------------------- compare
+
+
+def _load_all(run_paths: list[Path], split: str | None) -> tuple[list[RunSummary], str]:
+    """Check every path first (cheap), then load; `split` defaults to the first run's test."""
+    if not run_paths:
+        raise NMTError("compare needs at least one run directory, e.g. runs/bahdanau")
+    configs = [_read_config(RunDir(p)) for p in run_paths]
+    split = split or configs[0].data.test
+    runs = [load_summary(Path(p), split) for p in run_paths]
+    names = [r.name for r in runs]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        paths = ", ".join(str(r.path) for r in runs if r.name == dup)
+        raise NMTError(f"run name {dup!r} appears twice ({paths}); pass each run once")
+    return runs, split
+
+
+def compare_runs(run_paths: list[Path], out: Path, split: str | None = None,
+                 sentences: list[int] | None = None) -> Path:
+    """Write report.md, report.html and the PNGs under `out`; return the Markdown path."""
+    runs, split = _load_all(run_paths, split)
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise NMTError(f"{out}: exists and is not a directory; pass a folder for --out")
+    out.mkdir(parents=True, exist_ok=True)
+    rows = group_by_seed(runs)
+    head = ["Run", "Model", "n"] + [h for _, h, _ in COLUMNS]
+    blocks: list[Block] = [
+        ("h1", f"Comparison on `{split}`"),
+        ("p", "Runs: " + ", ".join(f"`{r.path}`" for r in runs)),
+        ("table", head, table_rows(rows)), *table_notes(runs, split)]
+    plots = [(plot_by_length(runs, out / "bleu_by_length.png"), "BLEU by source length"),
+             (plot_valid_curve(runs, out / "valid_bleu_by_time.png"), "validation BLEU vs time")]
+    blocks += [("h2", "Curves")] + [("img", p, alt) for p, alt in plots if p is not None]
+    notes: list[str] = []
+    grids = plot_alignment_grids(runs, split, out, sentences, notes)
+    blocks.append(("h2", "Attention, side by side"))
+    blocks.append(("p", GRID_NOTE))
+    blocks += [("img", p, p.stem) for p in grids]
+    if not grids:
+        blocks.append(("p", "No sentence to show: no run has alignments of a 6-14 word source."))
+    if notes:
+        blocks.append(("list", notes))
+    md_path = out / "report.md"
+    md_path.write_text(render_markdown(blocks), encoding="utf-8")
+    (out / "report.html").write_text(render_html(blocks, f"nmt compare: {split}"),
+                                     encoding="utf-8")
+    return md_path

@@ -1,0 +1,48 @@
+"""Shared fixtures: tiny seeded models of every family."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nmt.config import ModelConfig
+from nmt.models import build_model
+
+VOCAB = 40
+FAMILIES = {
+    "fixed_context": dict(family="fixed_context"),
+    "bahdanau": dict(family="bahdanau"),
+    "luong_dot": dict(family="luong", score="dot"),
+    "luong_general": dict(family="luong", score="general"),
+    "luong_concat": dict(family="luong", score="concat"),
+    "luong_local_m": dict(family="luong", score="general", attention="local-m", window=2),
+    "luong_local_p": dict(family="luong", score="general", attention="local-p", window=2),
+    "transformer": dict(family="transformer", heads=4, ff_size=64, enc_layers=2, dec_layers=2),
+    "bahdanau_lstm": dict(family="bahdanau", rnn_type="lstm", dec_layers=2, enc_layers=2),
+}
+
+
+def tiny_model(name: str, seed: int = 0):
+    torch.manual_seed(seed)
+    cfg = ModelConfig(emb_size=32, hidden_size=32, dropout=0.0, **FAMILIES[name])
+    return build_model(cfg, VOCAB, VOCAB, joint=True).eval()
+
+
+@pytest.fixture(params=list(FAMILIES))
+def family(request):
+    return request.param
+
+
+def random_batch(seed: int = 1, batch: int = 4, src_len: int = 9, tgt_len: int = 7):
+    """(src, tgt_in) with sentences of different lengths, PAD = 0 after EOS = 3."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, VOCAB, (batch, src_len), generator=g)
+    tgt = torch.randint(4, VOCAB, (batch, tgt_len), generator=g)
+    tgt[:, 0] = 2
+    for row in range(batch):
+        s_len = src_len - 2 * row if src_len - 2 * row > 1 else 2
+        src[row, s_len - 1] = 3
+        src[row, s_len:] = 0
+        t_len = max(tgt_len - row, 2)
+        tgt[row, t_len:] = 0
+    return src, tgt

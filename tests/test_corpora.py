@@ -1,0 +1,293 @@
+"""Tests for corpus import, normalisation and the manifest (nmt/data/corpora.py).
+
+Everything is built in tmp_path; nothing touches the network.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import socket
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from nmt.data.corpora import (
+    download_corpus,
+    import_corpus,
+    load_split,
+    normalise,
+    read_lines,
+    write_corpus,
+)
+from nmt.errors import NMTError
+
+SHARED_MULTI30K = Path(__file__).parents[1] / ".." / "shared" / "corpora" / "multi30k"
+
+# line i of TRAIN_DE translates line i of TRAIN_EN; two pairs have an empty side.
+TRAIN_DE = [
+    "Zwei junge Männer spielen Fußball.",
+    "  Ein   Hund\tläuft über   die Wiese.  ",
+    "",  # empty German side: dropped
+    "Eine Frau trägt einen grünen Hut.",
+    "Kinder spielen am Strand.",
+    "Ein Mädchen isst ein Brötchen.",
+]
+TRAIN_EN = [
+    "Two young men are playing soccer.",
+    "A dog runs across the meadow.",
+    "A man is sleeping.",
+    "A woman wears a green hat.",
+    "   \t ",  # whitespace-only English side: dropped
+    "A girl is eating a bread roll.",
+]
+SPLITS = {
+    "train": (TRAIN_DE, TRAIN_EN),
+    "val": (["Ein Junge springt.", "Zwei Hunde bellen."],
+            ["A boy jumps.", "Two dogs bark."]),
+    "test_2016_flickr": (["Eine ältere Frau liest.", "Ein Mann fährt Fahrrad.", "Es schneit."],
+                         ["An older woman reads.", "A man rides a bike.", "It is snowing."]),
+    "test_2017_flickr": (["Die Sonne scheint."], ["The sun is shining."]),
+}
+
+
+def _gz(path: Path, lines: list[str] | bytes) -> Path:
+    data = lines if isinstance(lines, bytes) else "".join(f"{x}\n" for x in lines).encode()
+    path.write_bytes(gzip.compress(data))
+    return path
+
+
+def _raw_dir(tmp_path: Path, splits: dict = SPLITS, nfd: bool = False) -> Path:
+    """A directory laid out like shared/corpora/multi30k: {split}.{lang}.gz."""
+    raw = tmp_path / "raw"
+    raw.mkdir(exist_ok=True)
+    for split, (de, en) in splits.items():
+        if nfd:  # decomposed umlauts, as some tools write them
+            de = [unicodedata.normalize("NFD", x) for x in de]
+        _gz(raw / f"{split}.de.gz", de)
+        _gz(raw / f"{split}.en.gz", en)
+    return raw
+
+
+def _import_error(raw: Path, tmp_path: Path, pair: str = "de-en") -> str:
+    with pytest.raises(NMTError) as info:
+        import_corpus("multi30k", pair, raw, tmp_path / "data")
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_import_writes_normalised_files_and_manifest(tmp_path):
+    raw = _raw_dir(tmp_path, nfd=True)
+    root = tmp_path / "data"
+    manifest = import_corpus("multi30k", "de-en", raw, root)
+    out = root / "multi30k" / "de-en"
+    expected = {f"{s}.{lang}" for s in SPLITS for lang in ("de", "en")} | {"manifest.json"}
+    assert {p.name for p in out.iterdir()} == expected
+
+    on_disk = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert on_disk == manifest
+    assert manifest["source"] == f"dir:{raw.resolve()}"
+    assert manifest["pair"] == "de-en"
+    assert set(manifest["splits"]) == set(SPLITS)
+    sizes = {s: (e["lines"], e["dropped_empty"]) for s, e in manifest["splits"].items()}
+    assert sizes == {"train": (4, 2), "val": (2, 0), "test_2016_flickr": (3, 0),
+                     "test_2017_flickr": (1, 0)}
+    for split, entry in manifest["splits"].items():
+        for lang in ("de", "en"):
+            data = (out / f"{split}.{lang}").read_bytes()
+            assert entry["sha256"][lang] == hashlib.sha256(data).hexdigest()
+            assert data.endswith(b"\n") and data.count(b"\n") == entry["lines"]
+
+    de, en = load_split(root, "multi30k", "de-en", "train")
+    # NFC: the composed umlauts are back; whitespace is collapsed and trimmed
+    assert de[0] == "Zwei junge Männer spielen Fußball." and "\u00e4" in de[0]
+    assert all(unicodedata.is_normalized("NFC", x) for x in de)
+    assert de[1] == "Ein Hund läuft über die Wiese."
+    # the dropped pairs are gone from both sides together: every pair still corresponds
+    assert list(zip(de, en)) == [
+        ("Zwei junge Männer spielen Fußball.", "Two young men are playing soccer."),
+        ("Ein Hund läuft über die Wiese.", "A dog runs across the meadow."),
+        ("Eine Frau trägt einen grünen Hut.", "A woman wears a green hat."),
+        ("Ein Mädchen isst ein Brötchen.", "A girl is eating a bread roll."),
+    ]
+    assert load_split(root, "multi30k", "de-en", "test_2017_flickr") == (
+        ["Die Sonne scheint."], ["The sun is shining."])
+
+
+def test_reverse_pair_and_other_languages(tmp_path):
+    raw = _raw_dir(tmp_path)
+    for split, (de, _) in SPLITS.items():
+        _gz(raw / f"{split}.fr.gz", [f"phrase {i}" if x else "" for i, x in enumerate(de)])
+    manifest = import_corpus("multi30k", "en-de", raw, tmp_path / "data")
+    assert manifest["pair"] == "en-de"
+    en, de = load_split(tmp_path / "data", "multi30k", "en-de", "train")
+    assert en[0] == "Two young men are playing soccer." and de[0].startswith("Zwei")
+    # a pair without a hub id imports from local files
+    manifest = import_corpus("multi30k", "fr-en", raw, tmp_path / "data")
+    assert set(manifest["splits"]) == set(SPLITS) and manifest["splits"]["train"]["lines"] == 4
+    fr, en = load_split(tmp_path / "data", "multi30k", "fr-en", "train")
+    assert (fr[1], en[1]) == ("phrase 1", "A dog runs across the meadow.")
+
+
+def test_plain_files_and_empty_eval_lines_are_kept(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "train.de").write_text("Hallo Welt\nGuten Tag\n", encoding="utf-8")
+    (raw / "train.en").write_text("Hello world\nGood day", encoding="utf-8")  # no final newline
+    (raw / "val.de").write_text("Ja\n\n", encoding="utf-8")
+    (raw / "val.en").write_text("Yes\nNo\n", encoding="utf-8")
+    (raw / "README").write_text("not a split\n")
+    manifest = import_corpus("multi30k", "de-en", raw, tmp_path / "data")
+    assert manifest["splits"]["train"]["lines"] == 2
+    # only training pairs are filtered; evaluation splits keep their line count
+    assert manifest["splits"]["val"] == {**manifest["splits"]["val"], "lines": 2,
+                                         "dropped_empty": 0}
+    assert load_split(tmp_path / "data", "multi30k", "de-en", "val") == (["Ja", ""], ["Yes", "No"])
+
+
+def test_normalise():
+    assert normalise("  a \t b\u00a0 c \r") == "a b c"
+    assert normalise(unicodedata.normalize("NFD", "Grüße")) == "Grüße"
+    assert normalise("\u2028") == ""
+
+
+def test_write_corpus_counts_dropped_pairs(tmp_path):
+    manifest = write_corpus(tmp_path / "out", {"train": (["a", " ", "c"], ["x", "y", ""]),
+                                               "val": (["", "b"], ["", "z"])},
+                            "de", "en", "test")
+    assert manifest["splits"]["train"]["lines"] == 1
+    assert manifest["splits"]["train"]["dropped_empty"] == 2
+    assert manifest["splits"]["val"]["lines"] == 2
+    assert (tmp_path / "out" / "train.de").read_text() == "a\n"
+    assert (tmp_path / "out" / "train.en").read_text() == "x\n"
+
+
+# --- bad inputs: one NMTError that names the file (and line) ---------------------------------
+
+
+def test_missing_directory(tmp_path):
+    message = _import_error(tmp_path / "nowhere", tmp_path)
+    assert str(tmp_path / "nowhere") in message and "not found" in message
+
+
+def test_split_with_one_language_file(tmp_path):
+    raw = _raw_dir(tmp_path)
+    (raw / "val.en.gz").unlink()
+    message = _import_error(raw, tmp_path)
+    assert "val.de.gz" in message and "val.en" in message and "missing" in message
+
+
+def test_no_training_split(tmp_path):
+    raw = _raw_dir(tmp_path, {"val": SPLITS["val"]})
+    message = _import_error(raw, tmp_path)
+    assert str(raw) in message and "train.de" in message
+
+
+def test_different_line_counts_name_both_files_and_counts(tmp_path):
+    raw = _raw_dir(tmp_path)
+    _gz(raw / "test_2016_flickr.en.gz", ["A line.", "Another line."])
+    message = _import_error(raw, tmp_path)
+    assert str(raw / "test_2016_flickr.de.gz") in message
+    assert str(raw / "test_2016_flickr.en.gz") in message
+    assert "has 3 lines" in message and "has 2" in message
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    raw = _raw_dir(tmp_path)
+    _gz(raw / "train.de.gz", "Zwei Männer\nEin Hund\n".encode() + "Grüße\n".encode("latin-1")
+        + b"mehr\nnoch\nende\n")
+    message = _import_error(raw, tmp_path)
+    assert f"{raw / 'train.de.gz'}:3:" in message and "UTF-8" in message
+
+
+def test_nul_byte_names_file_and_line(tmp_path):
+    raw = _raw_dir(tmp_path)
+    (raw / "val.en.gz").unlink()
+    (raw / "val.en").write_bytes(b"A boy jumps.\nTwo\x00dogs bark.\n")
+    message = _import_error(raw, tmp_path)
+    assert f"{raw / 'val.en'}:2:" in message and "NUL" in message
+
+
+def test_empty_corpus(tmp_path):
+    raw = _raw_dir(tmp_path)
+    _gz(raw / "train.de.gz", b"")
+    _gz(raw / "train.en.gz", b"")
+    message = _import_error(raw, tmp_path)
+    assert str(raw / "train.de.gz") in message and "empty" in message
+
+
+def test_training_split_with_only_empty_pairs(tmp_path):
+    raw = _raw_dir(tmp_path)
+    _gz(raw / "train.de.gz", ["", "Ein Hund", "  "])
+    _gz(raw / "train.en.gz", ["A dog", "", "A cat"])
+    message = _import_error(raw, tmp_path)
+    assert str(raw / "train.de.gz") in message and "empty" in message
+
+
+def test_corrupt_gzip_names_the_file(tmp_path):
+    raw = _raw_dir(tmp_path)
+    data = bytearray(gzip.compress(("Ein Hund läuft.\n" * 500).encode()))
+    for i in range(20, 40):
+        data[i] ^= 0xFF
+    (raw / "train.de.gz").write_bytes(bytes(data))
+    assert str(raw / "train.de.gz") in _import_error(raw, tmp_path)
+    (raw / "train.de.gz").write_bytes(b"plain text, not gzip\n")
+    assert str(raw / "train.de.gz") in _import_error(raw, tmp_path)
+
+
+def test_read_lines_missing_file(tmp_path):
+    with pytest.raises(NMTError, match="x.de: file not found"):
+        read_lines(tmp_path / "x.de")
+
+
+def test_unknown_corpus(tmp_path):
+    raw = _raw_dir(tmp_path)
+    with pytest.raises(NMTError, match="unknown corpus 'wmt14'.*multi30k"):
+        import_corpus("wmt14", "de-en", raw, tmp_path / "data")
+    with pytest.raises(NMTError, match="unknown corpus 'wmt14'"):
+        download_corpus("wmt14", "de-en", tmp_path / "data")
+
+
+@pytest.mark.parametrize("pair", ["de-xx", "de-de", "de", "de-en-fr"])
+def test_unknown_pair(tmp_path, pair):
+    message = _import_error(_raw_dir(tmp_path), tmp_path, pair)
+    assert f"'{pair}'" in message and "en, de, fr, cs" in message
+    assert not (tmp_path / "data").exists()
+
+
+def test_pair_without_hub_id_suggests_from(tmp_path):
+    with pytest.raises(NMTError) as info:
+        download_corpus("multi30k", "fr-en", tmp_path / "data")
+    assert "--from" in str(info.value) and "fr-en" in str(info.value)
+
+
+def test_unreachable_hub_suggests_from(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no cached copy either
+
+    def no_network(*args, **kwargs):  # in case `datasets` was imported before the env was set
+        raise OSError("network disabled in tests")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    with pytest.raises(NMTError) as info:
+        download_corpus("multi30k", "de-en", tmp_path / "data")
+    message = str(info.value)
+    assert "bentrevett/multi30k" in message and "--from" in message and "\n" not in message
+    assert not (tmp_path / "data" / "multi30k").exists()
+
+
+@pytest.mark.skipif(not SHARED_MULTI30K.is_dir(), reason="../shared/corpora/multi30k not present")
+def test_import_real_multi30k(tmp_path):
+    manifest = import_corpus("multi30k", "de-en", SHARED_MULTI30K, tmp_path)
+    sizes = {split: entry["lines"] for split, entry in manifest["splits"].items()}
+    assert sizes == {"train": 29000, "val": 1014, "test_2016_flickr": 1000}
+    assert all(entry["dropped_empty"] == 0 for entry in manifest["splits"].values())
+    de, en = load_split(tmp_path, "multi30k", "de-en", "train")
+    assert len(de) == len(en) == 29000
+    assert all(de) and all(en)
+    assert any("ä" in line or "ü" in line or "ö" in line for line in de[:200])
