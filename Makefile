@@ -1,0 +1,34 @@
+# One venv, two entry points: `make demo` (the whole job, offline) and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: install test demo bench multi30k lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	rm -f $(VENV)/.installed-*; touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+demo: $(STAMP)
+	bash scripts/demo.sh
+
+# Multi30k de-en from the local raw files (the hub path: drop --from).
+multi30k: $(STAMP)
+	$(BIN)/nmt data download multi30k --pair de-en --from ../shared/corpora/multi30k
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/throughput.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check nmt tests
+
+clean:
+	rm -rf $(VENV) runs reports data/synth
