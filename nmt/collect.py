@@ -47,9 +47,11 @@ def forced_weights(model: Seq2Seq, src_ids: list, tgt_ids: list, batch_size: int
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     for start in range(0, len(order), batch_size):
         chunk = order[start:start + batch_size]
-        src = pad([list(src_ids[i]) for i in chunk])
-        tgt_in = pad([list(tgt_ids[i]) for i in chunk], prefix=BOS)
+        device = next(model.parameters()).device
+        src = pad([list(src_ids[i]) for i in chunk]).to(device)
+        tgt_in = pad([list(tgt_ids[i]) for i in chunk], prefix=BOS).to(device)
         _, attn = model(src, tgt_in, need_attn=True)  # (B, L, H, T, S)
+        attn = attn.cpu()
         for row, i in enumerate(chunk):
             T, S = len(tgt_ids[i]) + 1, len(src_ids[i])
             out[i] = attn[row, :, :, :T, :S].float().numpy()

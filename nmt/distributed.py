@@ -3,6 +3,7 @@ by torchrun (no WORLD_SIZE in the environment)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -29,19 +30,53 @@ def setup() -> None:
         dist.init_process_group(backend)
 
 
-def shard(batches: list) -> list:
-    """This rank's share of an epoch's batches (every rank gets the same count)."""
+def device() -> torch.device:
+    """CUDA (this rank's GPU) when available, else CPU."""
+    if torch.cuda.is_available():
+        index = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
+    return torch.device("cpu")
+
+
+def autocast(dev: torch.device):
+    """bf16 autocast on GPUs that support it; a no-op on CPU."""
+    if dev.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def shard(batches: list[list[int]]) -> list[list[int]]:
+    """This rank's rows of every global batch: rank r takes sentences r, r+n, r+2n...
+
+    Every rank sees the same sequence of global batches, so N processes with a
+    token budget per batch compute the same update as one process with it.
+    """
     n = world_size()
     if n == 1:
         return batches
-    usable = len(batches) - len(batches) % n
-    return batches[rank():usable:n]
+    return [batch[rank()::n] for batch in batches if len(batch) >= n]
+
+
+def barrier() -> None:
+    if world_size() > 1:
+        dist.barrier()
+
+
+def broadcast(value):
+    """Rank 0's Python value on every rank."""
+    if world_size() == 1:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def all_sum(value: int) -> int:
     if world_size() == 1:
         return value
-    tensor = torch.tensor([value], dtype=torch.long)
+    on = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+    tensor = torch.tensor([value], dtype=torch.long, device=on)
     dist.all_reduce(tensor)
     return int(tensor.item())
 
@@ -50,4 +85,9 @@ def wrap(model: nn.Module) -> nn.Module:
     """DistributedDataParallel around `model` when running under torchrun."""
     if world_size() == 1:
         return model
-    return nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
+    ids = [model_device(model).index] if model_device(model).type == "cuda" else None
+    return nn.parallel.DistributedDataParallel(model, device_ids=ids, find_unused_parameters=True)
+
+
+def model_device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device

@@ -42,7 +42,8 @@ def translate_nbest(model: Seq2Seq, vocab: Vocab, src_ids: list, cfg: DecodeConf
     for start in range(0, len(todo), cfg.batch_size):
         chunk = todo[start:start + cfg.batch_size]
         seqs = [_clip(src_ids[i]) for i in chunk]
-        for i, hyps in zip(chunk, decode_batch(model, pad(seqs), cfg, beam, n_best)):
+        src = pad(seqs).to(next(model.parameters()).device)
+        for i, hyps in zip(chunk, decode_batch(model, src, cfg, beam, n_best)):
             out[i] = [(vocab.decode_tgt(ids), score) for ids, score in hyps]
     return out
 

@@ -30,7 +30,8 @@ def constrain(log_probs: Tensor, at_limit: Tensor) -> Tensor:
     """Never emit PAD or BOS; rows at their length limit may only emit EOS."""
     banned = torch.zeros_like(log_probs, dtype=torch.bool)
     banned[:, [PAD, BOS]] = True
-    only_eos = at_limit.unsqueeze(1) & (torch.arange(log_probs.size(1)) != EOS)
+    vocab = torch.arange(log_probs.size(1), device=log_probs.device)
+    only_eos = at_limit.unsqueeze(1) & (vocab != EOS)
     return log_probs.masked_fill(banned | only_eos, float("-inf"))
 
 
@@ -40,8 +41,8 @@ def greedy(model: Seq2Seq, src: Tensor, ratio: float = 1.5, offset: int = 10) ->
     enc = model.encode(src)
     state = model.init_state(enc)
     limit = max_lengths(src, ratio, offset)
-    prev = torch.full((src.size(0),), BOS, dtype=torch.long)
-    done = torch.zeros(src.size(0), dtype=torch.bool)
+    prev = torch.full((src.size(0),), BOS, dtype=torch.long, device=src.device)
+    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
     out = []
     for t in range(int(limit.max())):
         log_probs, state, _ = model.step(prev, state, enc)
@@ -68,14 +69,14 @@ def beam_search(model: Seq2Seq, src: Tensor, beam: int = 5, alpha: float = 1.0,
 
     Finished sentences leave the batch (their rows are dropped with `reorder`).
     """
-    B, K = src.size(0), beam
+    B, K, dev = src.size(0), beam, src.device
     limit = max_lengths(src, ratio, offset).repeat_interleave(K)  # (B*K,)
-    enc = model.reorder(model.encode(src), torch.arange(B).repeat_interleave(K))
+    enc = model.reorder(model.encode(src), torch.arange(B, device=dev).repeat_interleave(K))
     state = model.init_state(enc)
-    scores = torch.zeros(B, K)
+    scores = torch.zeros(B, K, device=dev)
     scores[:, 1:] = float("-inf")  # all beams start identical: keep one alive
-    history = torch.full((B * K, 0), BOS, dtype=torch.long)
-    prev = torch.full((B * K,), BOS, dtype=torch.long)
+    history = torch.full((B * K, 0), BOS, dtype=torch.long, device=dev)
+    prev = torch.full((B * K,), BOS, dtype=torch.long, device=dev)
     active = list(range(B))  # original sentence index of each batch row group
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     for t in range(int(limit.max())):
@@ -89,7 +90,8 @@ def beam_search(model: Seq2Seq, src: Tensor, beam: int = 5, alpha: float = 1.0,
         _finalise(finished, active, history, top, beam_of, is_eos, K, alpha)
         keep = torch.sort(is_eos.int(), dim=1, stable=True).indices[:, :K]  # first K non-EOS
         scores = top.gather(1, keep)
-        rows = (beam_of.gather(1, keep) + torch.arange(len(active)).unsqueeze(1) * K).view(-1)
+        rows = (beam_of.gather(1, keep)
+                + torch.arange(len(active), device=dev).unsqueeze(1) * K).view(-1)
         prev = token.gather(1, keep).view(-1)
         history = torch.cat([history[rows], prev.unsqueeze(1)], 1)
         open_ = (t + 1 < limit.view(len(active), K)[:, 0]).tolist()
@@ -97,10 +99,11 @@ def beam_search(model: Seq2Seq, src: Tensor, beam: int = 5, alpha: float = 1.0,
         if not still:
             break
         if len(still) < len(active):
-            rows = rows.view(len(active), K)[still].view(-1)
-            keep_rows = (torch.tensor(still).repeat_interleave(K) * K
-                         + torch.arange(K).repeat(len(still)))
-            history, prev, scores = history[keep_rows], prev[keep_rows], scores[still]
+            rows = rows.view(len(active), K)[torch.tensor(still, device=dev)].view(-1)
+            keep_rows = (torch.tensor(still, device=dev).repeat_interleave(K) * K
+                         + torch.arange(K, device=dev).repeat(len(still)))
+            history, prev = history[keep_rows], prev[keep_rows]
+            scores = scores[torch.tensor(still, device=dev)]
             active = [active[i] for i in still]
             limit = limit[keep_rows]
             enc = model.reorder(enc, rows)
@@ -113,7 +116,7 @@ def beam_search(model: Seq2Seq, src: Tensor, beam: int = 5, alpha: float = 1.0,
 def _finalise(finished: list[list[Hypothesis]], active: list[int], history: Tensor, top: Tensor,
               beam_of: Tensor, is_eos: Tensor, K: int, alpha: float) -> None:
     """Move EOS candidates ranked in the top K (with a finite score) to `finished`."""
-    rank_ok = torch.arange(top.size(1)) < K
+    rank_ok = torch.arange(top.size(1), device=top.device) < K
     hits = (is_eos & rank_ok & torch.isfinite(top)).nonzero().tolist()
     for row, col in hits:
         sentence = active[row]

@@ -94,9 +94,14 @@ class Data:
 
 
 def load_data(cfg: Config, run: RunDir) -> Data:
-    vocab_dir = prepare_vocab(cfg)
+    """Vocabulary and encoded splits; rank 0 builds the caches, the other ranks reuse them."""
     if dist.is_main():
+        vocab_dir = prepare_vocab(cfg)
         run.install_vocab(vocab_dir)
+        for split in (cfg.data.train, cfg.data.valid):
+            encode_split(cfg, vocab_dir, split)
+    dist.barrier()
+    vocab_dir = prepare_vocab(cfg)
     vocab = Vocab.from_dir(vocab_dir)
     src, tgt = encode_split(cfg, vocab_dir, cfg.data.train)
     keep = filter_long(src, tgt, cfg.data.max_len)
@@ -146,7 +151,8 @@ class Trainer:
         random.seed(cfg.train.seed)
         self.data = load_data(cfg, self.run)
         v = self.data.vocab
-        self.model = build_model(cfg.model, v.src_size, v.tgt_size, v.joint)
+        self.device = dist.device()
+        self.model = build_model(cfg.model, v.src_size, v.tgt_size, v.joint).to(self.device)
         self.ddp = dist.wrap(self.model)
         self.optim = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr,
                                       betas=(0.9, 0.98), eps=1e-9,
@@ -219,7 +225,8 @@ class Trainer:
         for group in self.optim.param_groups:
             group["lr"] = lr
         n_tokens = dist.all_sum(batch.n_tokens)
-        loss = loss_fn(self.ddp, batch, self.cfg.train.label_smoothing)
+        with dist.autocast(self.device):
+            loss = loss_fn(self.ddp, batch.to(self.device), self.cfg.train.label_smoothing)
         if not torch.isfinite(loss):
             self.optim.zero_grad(set_to_none=True)
             return None
@@ -241,7 +248,7 @@ class Trainer:
             lengths = [(len(s), len(t)) for s, t in zip(d.valid_src, d.valid_tgt)]
             for batch in iterate_batches(d.valid_src, d.valid_tgt,
                                          token_batches(lengths, 4096, None)):
-                total += loss_fn(model, batch, 0.0).item()
+                total += loss_fn(model, batch.to(self.device), 0.0).item()
                 tokens += batch.n_tokens
         hyps = translate_ids(model, d.vocab, d.valid_src, self.cfg.decode, beam=1)
         scores = bleu_chrf(hyps, d.valid_refs)
@@ -265,11 +272,12 @@ class Trainer:
     def fit(self) -> Progress:
         with StopRequest() as stop:
             reason = self._loop(stop)
-        if stop.signal:
+        if reason == "signal":
             self.progress.elapsed = self.elapsed()
             self.save("last")
-            raise NMTError(f"stopped by {stop.signal} at step {self.progress.step}; checkpoint "
-                           f"saved; continue with: nmt train --config ... --resume")
+            raise NMTError(f"stopped by {stop.signal or 'a signal'} at step {self.progress.step}; "
+                           f"checkpoint saved; continue with: nmt train --config "
+                           f"{self.run.config} --resume")
         self.say(f"done: {reason}; best validation BLEU {self.progress.best_bleu:.2f}")
         return self.progress
 
@@ -280,9 +288,10 @@ class Trainer:
         while True:
             batches = self.epoch_batches(p.epoch)
             for index in range(p.batch_in_epoch, len(batches)):
-                reason = self.out_of_budget()
-                if reason or stop.signal:
-                    return self._finish(reason or "signal")
+                reason = dist.broadcast(self.out_of_budget() or ("signal" if stop.signal
+                                                                 else None))
+                if reason:
+                    return self._finish(reason)
                 batch = next(iterate_batches(self.data.train_src, self.data.train_tgt,
                                              [batches[index]]))
                 tick = time.perf_counter()
@@ -325,7 +334,7 @@ class Trainer:
 
     def _validate_and_save(self) -> None:
         p = self.progress
-        record = self.validate()
+        record = dist.broadcast(self.validate() if dist.is_main() else None)  # validate once
         self.schedule.observe(record["bleu"])
         improved = record["bleu"] > p.best_bleu
         p.best_bleu, p.stale = (record["bleu"], 0) if improved else (p.best_bleu, p.stale + 1)

@@ -18,6 +18,12 @@ class Batch:
     tgt_out: torch.Tensor  # (B, T) target ids + EOS
     indices: list[int]  # positions of these pairs in the split
 
+    def to(self, device: torch.device) -> Batch:
+        if self.src.device == device:
+            return self
+        return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device),
+                     self.indices)
+
     @property
     def n_tokens(self) -> int:
         return int((self.tgt_out != PAD).sum())

@@ -1,0 +1,59 @@
+"""Data-parallel training with torchrun: 2 gloo CPU processes take the same steps as
+1 process with the same global batch, and only rank 0 writes the run directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+import yaml
+
+from nmt.checkpoint import load_checkpoint
+from nmt.data.corpora import SYNTH_PAIR
+from nmt.data.synth import write_synth
+
+
+def _config(tmp_path: Path) -> Path:
+    write_synth(tmp_path / "data" / "synth" / SYNTH_PAIR, seed=3,
+                sizes={"train": 600, "val": 20, "test": 20})
+    raw = {
+        "name": "ddp", "runs_dir": str(tmp_path / "runs"),
+        "data": {"root": str(tmp_path / "data"), "corpus": "synth", "pair": SYNTH_PAIR,
+                 "max_len": 20},
+        "vocab": {"size": 400},
+        "model": {"family": "bahdanau", "emb_size": 32, "hidden_size": 32, "dropout": 0.0},
+        "train": {"batch_tokens": 1200, "lr": 0.003, "max_steps": 6, "valid_every": 6,
+                  "valid_sentences": 10, "align_sentences": 0, "threads": 1},
+        "decode": {"beam": 1},
+    }
+    path = tmp_path / "ddp.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _run(args: list[str], tmp_path: Path) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_two_gloo_processes_match_one_process(tmp_path):
+    config = _config(tmp_path)
+    _run(["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "nmt",
+          "train", "--config", str(config), "--no-evaluate"], tmp_path)
+    _run(["-m", "nmt", "train", "--config", str(config), "--set", "name=single",
+          "--no-evaluate"], tmp_path)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["ddp", "single"]
+    ddp = load_checkpoint(tmp_path / "runs" / "ddp" / "checkpoints" / "last.pt")
+    one = load_checkpoint(tmp_path / "runs" / "single" / "checkpoints" / "last.pt")
+    assert ddp["progress"]["step"] == one["progress"]["step"] == 6
+    share = ddp["progress"]["tokens"] / one["progress"]["tokens"]  # rank 0 trains on its half
+    assert 0.35 < share < 0.65, share
+    for key, value in one["model"].items():
+        torch.testing.assert_close(ddp["model"][key], value, atol=2e-5, rtol=1e-4)
+    lines = (tmp_path / "runs" / "ddp" / "metrics.jsonl").read_text().splitlines()
+    assert sum('"kind": "valid"' in line for line in lines) == 1  # validation ran once
