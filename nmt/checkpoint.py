@@ -44,8 +44,12 @@ def save_checkpoint(path: Path, payload: dict) -> None:
     payload = {"format": FORMAT, **payload}
     try:
         atomic_write(path, lambda handle: torch.save(payload, handle))
-    except OSError as exc:
-        raise NMTError(f"{path}: could not save checkpoint ({exc.strerror or exc}); "
+    except (OSError, RuntimeError) as exc:
+        # torch.save reports a failed write (a full disk) as a RuntimeError from the OSError
+        cause = exc if isinstance(exc, OSError) else exc.__context__
+        if not isinstance(cause, OSError):
+            raise
+        raise NMTError(f"{path}: could not save checkpoint ({cause.strerror or cause}); "
                        "the previous checkpoint is intact") from None
 
 

@@ -101,6 +101,7 @@ def train(config: ConfigOpt, set_: SetOpt = None,
     distributed.setup()
     cfg = load_config(config, set_ or [])
     run_training(cfg, resume=resume)
+    distributed.cleanup()
     if evaluate and distributed.is_main():
         entry = evaluate_run(cfg.run_dir, cfg.data.test)
         typer.echo(f"{cfg.data.test}: BLEU {entry['bleu']:.2f} chrF {entry['chrf']:.2f} "
@@ -150,6 +151,8 @@ def evaluate(
 
     if beam is not None and beam < 1:
         raise NMTError(f"--beam must be at least 1, got {beam}")
+    if limit < 0:
+        raise NMTError(f"--limit must be 0 (all) or positive, got {limit}")
     cfg, *_ = load_run(run)
     split = split or cfg.data.test
     entry = evaluate_run(run, split, beam, limit)
@@ -178,6 +181,12 @@ def main() -> None:
         if STATE["debug"]:
             raise
         typer.echo(f"nmt: error: {exc}", err=True)
+        sys.exit(2)
+    except OSError as exc:  # a path that cannot be read or written (a file for a folder, ...)
+        if STATE["debug"]:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        typer.echo(f"nmt: error: {where}{exc.strerror or exc}; check the path", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         code = 130

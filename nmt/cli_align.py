@@ -206,6 +206,8 @@ def register(app: typer.Typer) -> None:
             raise NMTError(f"--mode {mode!r}: choose forced or free")
         if reading not in ("auto", "naive", "shifted"):
             raise NMTError(f"--reading {reading!r}: choose auto, naive or shifted")
+        if limit < 0:
+            raise NMTError(f"--limit must be 0 (all) or positive, got {limit}")
         if over_training_:
             for r in run:
                 path = over_training(r, sentence, out / r.name, fmt)

@@ -225,6 +225,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 def config_from_dict(raw: dict, where: str = "config", overrides: list[str] = ()) -> Config:
     """Validate a raw mapping (plus `--set` overrides) into a `Config`."""
+    if not isinstance(raw or {}, dict):
+        raise NMTError(f"{where}: a config must be a YAML mapping of sections")
     raw = dict(raw or {})
     for text in overrides:
         path, value = parse_override(text)
@@ -244,8 +246,8 @@ def config_from_dict(raw: dict, where: str = "config", overrides: list[str] = ()
     return cfg
 
 
-def load_config(path: Path | str, overrides: list[str] = ()) -> Config:
-    """Load and validate a YAML config; the run name defaults to the file's stem."""
+def read_yaml(path: Path | str) -> Any:
+    """Parse a YAML file with the safe loader (no python tags); errors name file and line."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -254,15 +256,27 @@ def load_config(path: Path | str, overrides: list[str] = ()) -> Config:
     except (OSError, UnicodeDecodeError) as exc:
         raise NMTError(f"{path}: cannot read config ({exc})") from None
     try:
-        raw = yaml.load(text, Loader=_Loader) or {}
+        return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
-        raise NMTError(f"{path}:{line} invalid YAML ({getattr(exc, 'problem', exc)})") from None
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise NMTError(f"{path}:{line} invalid YAML ({problem})") from None
+
+
+def load_config(path: Path | str, overrides: list[str] = ()) -> Config:
+    """Load and validate a YAML config; the run name defaults to the file's stem."""
+    path = Path(path)
+    raw = read_yaml(path) or {}
     if not isinstance(raw, dict):
         raise NMTError(f"{path}: a config must be a YAML mapping of sections")
     raw.setdefault("name", path.stem)
-    return config_from_dict(raw, str(path), overrides)
+    cfg = config_from_dict(raw, str(path), overrides)
+    name = Path(cfg.name)
+    if not name.parts or name.is_absolute() or ".." in name.parts:
+        raise NMTError(f"{path}: 'name' must be a run folder under runs_dir, e.g. 'bahdanau', "
+                       f"got {cfg.name!r}")
+    return cfg
 
 
 def config_to_dict(cfg: Config) -> dict:
@@ -283,5 +297,6 @@ __all__ = [
     "config_from_dict",
     "config_to_dict",
     "load_config",
+    "read_yaml",
     "save_config",
 ]

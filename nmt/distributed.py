@@ -11,6 +11,13 @@ import torch.distributed as dist
 from torch import nn
 
 
+def cleanup() -> None:
+    """Leave the process group together, so no rank exits while another still talks."""
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def world_size() -> int:
     return dist.get_world_size() if dist.is_initialized() else 1
 

@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-import yaml
 
 from nmt.alignment import AlignmentRecord, load_alignments
 from nmt.checkpoint import load_checkpoint
-from nmt.config import Config, config_from_dict, config_to_dict
+from nmt.config import Config, config_from_dict, config_to_dict, read_yaml
 from nmt.errors import NMTError
 from nmt.plotting import plot_grid, plot_lines
 from nmt.run import RunDir
@@ -98,12 +97,7 @@ def _read_config(run: RunDir) -> Config:
     if not run.config.is_file():
         raise NMTError(f"{run.path}: not a run directory (no config.yaml); pass a folder "
                        "written by `nmt train`")
-    try:
-        raw = yaml.safe_load(run.config.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
-        raise NMTError(f"{run.config}: cannot read the run's config ({exc}); re-train or "
-                       "restore the file") from None
-    return config_from_dict(raw, str(run.config))
+    return config_from_dict(read_yaml(run.config), str(run.config))
 
 
 def load_summary(path: Path, split: str | None) -> RunSummary:

@@ -17,10 +17,8 @@ import json
 import shutil
 from pathlib import Path
 
-import yaml
-
 from nmt.checkpoint import load_checkpoint
-from nmt.config import Config, config_from_dict
+from nmt.config import Config, config_from_dict, read_yaml
 from nmt.data.subwords import Vocab
 from nmt.errors import NMTError
 from nmt.models import build_model
@@ -68,7 +66,7 @@ def load_run(path: Path | str, which: str = "best") -> tuple[Config, Vocab, Seq2
         raise NMTError(f"{run.path}: run directory not found")
     if not run.config.is_file():
         raise NMTError(f"{run.config}: missing; is {run.path} a run directory?")
-    cfg = config_from_dict(yaml.safe_load(run.config.read_text()), str(run.config))
+    cfg = config_from_dict(read_yaml(run.config), str(run.config))
     ckpt_path = run.checkpoint(which)
     if which == "best" and not ckpt_path.is_file():
         ckpt_path = run.checkpoint("last")

@@ -93,11 +93,10 @@ class Data:
     valid_tgt: list
 
 
-def load_data(cfg: Config, run: RunDir) -> Data:
+def load_data(cfg: Config) -> Data:
     """Vocabulary and encoded splits; rank 0 builds the caches, the other ranks reuse them."""
     if dist.is_main():
         vocab_dir = prepare_vocab(cfg)
-        run.install_vocab(vocab_dir)
         for split in (cfg.data.train, cfg.data.valid):
             encode_split(cfg, vocab_dir, split)
     dist.barrier()
@@ -144,12 +143,12 @@ class Trainer:
     def __init__(self, cfg: Config, resume: bool = False, quiet: bool = False):
         self.cfg, self.quiet = cfg, quiet
         self.run = RunDir(cfg.run_dir)
-        self._prepare_run_dir(resume)
+        self._check_run_dir(resume)
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
         torch.manual_seed(cfg.train.seed)
         random.seed(cfg.train.seed)
-        self.data = load_data(cfg, self.run)
+        self.data = load_data(cfg)
         v = self.data.vocab
         self.device = dist.device()
         self.model = build_model(cfg.model, v.src_size, v.tgt_size, v.joint).to(self.device)
@@ -160,17 +159,23 @@ class Trainer:
         self.schedule, self.progress = Schedule(cfg.train), Progress()
         if resume:
             self._restore()
+        self._write_run_files()
 
-    def _prepare_run_dir(self, resume: bool) -> None:
+    def _check_run_dir(self, resume: bool) -> None:
         run = self.run
         if resume and not run.checkpoint("last").is_file():
             raise NMTError(f"{run.checkpoint('last')}: nothing to resume; train without --resume")
         if not resume and run.checkpoint("last").is_file():
             raise NMTError(f"{run.path} already holds a trained run; use --resume to continue "
                            "it or pick another name with --set name=...")
+
+    def _write_run_files(self) -> None:
+        """config.yaml and the vocabulary, written only once data, model and checkpoint are
+        known to fit together: a failed start (or --resume) leaves the run directory as it was."""
         if dist.is_main():
-            run.path.mkdir(parents=True, exist_ok=True)
-            save_config(self.cfg, run.config)
+            self.run.path.mkdir(parents=True, exist_ok=True)
+            save_config(self.cfg, self.run.config)
+            self.run.install_vocab(self.data.vocab.paths[0].parent)
 
     def _restore(self) -> None:
         payload = load_checkpoint(self.run.checkpoint("last"))
@@ -301,9 +306,11 @@ class Trainer:
                 if loss is None:
                     p.skipped, bad_run = p.skipped + 1, bad_run + 1
                     if bad_run >= t.max_bad_steps:
+                        last = self.run.checkpoint("last")
+                        kept = (f"the last good checkpoint is {last}" if last.is_file()
+                                else "no checkpoint was saved yet")
                         raise NMTError(f"{bad_run} non-finite losses in a row at step {p.step}; "
-                                       "lower train.lr or check the data; the last good "
-                                       f"checkpoint is {self.run.checkpoint('last')}")
+                                       f"lower train.lr or check the data; {kept}")
                     continue
                 bad_run = 0
                 p.step += 1

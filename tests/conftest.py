@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from nmt.config import ModelConfig
+from nmt.data.corpora import ensure_synth
 from nmt.models import build_model
 
 VOCAB = 40
@@ -46,3 +47,19 @@ def random_batch(seed: int = 1, batch: int = 4, src_len: int = 9, tgt_len: int =
         t_len = max(tgt_len - row, 2)
         tgt[row, t_len:] = 0
     return src, tgt
+
+
+@pytest.fixture(scope="session")
+def data_root(tmp_path_factory):
+    """The default synthetic corpus (12,000 training pairs); tiny runs use its short ones."""
+    root = tmp_path_factory.mktemp("data")
+    ensure_synth(root)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _restore_threads():
+    """Trainer sets torch's thread count from the config; keep it from leaking across tests."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)

@@ -174,17 +174,18 @@ def corpus_dir(root: Path, corpus: str, pair: str) -> Path:
     return root / corpus / pair
 
 
-def ensure_synth(root: Path, seed: int = 1234) -> Path:
-    """Generate the embedded synthetic corpus if it is not there yet."""
+def ensure_synth(root: Path, seed: int = 1234, sizes: dict[str, int] | None = None) -> Path:
+    """Generate the embedded synthetic corpus unless its files are already there."""
     from nmt.data.synth import SOURCE_LANG, TARGET_LANG, write_synth
 
     out = root / "synth" / SYNTH_PAIR
-    if not (out / "manifest.json").is_file():
-        counts = write_synth(out, seed=seed)
-        manifest = {"source": f"synth:seed={seed}", "pair": f"{SOURCE_LANG}-{TARGET_LANG}",
-                    "created": time.strftime("%F %T"),
-                    "splits": {s: {"lines": n, "gold": f"{s}.gold"} for s, n in counts.items()}}
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    if (out / "manifest.json").is_file() or (out / f"train.{SOURCE_LANG}").is_file():
+        return out
+    counts = write_synth(out, seed=seed, sizes=sizes)
+    manifest = {"source": f"synth:seed={seed}", "pair": f"{SOURCE_LANG}-{TARGET_LANG}",
+                "created": time.strftime("%F %T"),
+                "splits": {s: {"lines": n, "gold": f"{s}.gold"} for s, n in counts.items()}}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return out
 
 
@@ -196,8 +197,12 @@ def load_split(root: Path, corpus: str, pair: str, split: str) -> tuple[list[str
     src, tgt = pair.split("-")
     src_path, tgt_path = directory / f"{split}.{src}", directory / f"{split}.{tgt}"
     if not src_path.is_file() or not tgt_path.is_file():
-        hint = (f"nmt data download {corpus} --pair {pair} [--from DIR]"
+        missing = src_path if not src_path.is_file() else tgt_path
+        splits = sorted(p.name[:-len(src) - 1] for p in directory.glob(f"*.{src}"))
+        if splits and split not in splits:
+            raise NMTError(f"{missing}: not found; split '{split}' is not in {directory} "
+                           f"(it has: {', '.join(splits)})")
+        hint = (f"run `nmt data download {corpus} --pair {pair} [--from DIR]`"
                 if corpus in CORPORA else "check data.corpus / data.pair in the config")
-        raise NMTError(f"{src_path if not src_path.is_file() else tgt_path}: not found; "
-                       f"run `{hint}`")
+        raise NMTError(f"{missing}: not found; {hint}")
     return read_parallel(src_path, tgt_path)

@@ -26,15 +26,12 @@ class Vocab:
     """Source and target SentencePiece processors (the same one when joint)."""
 
     def __init__(self, src_model: Path, tgt_model: Path):
-        import sentencepiece as spm
-
         self.paths = (Path(src_model), Path(tgt_model))
         for path in self.paths:
             if not path.is_file():
                 raise NMTError(f"{path}: SentencePiece model not found")
-        self.src = spm.SentencePieceProcessor(model_file=str(src_model))
-        self.tgt = (self.src if src_model == tgt_model
-                    else spm.SentencePieceProcessor(model_file=str(tgt_model)))
+        self.src = _load_model(self.paths[0])
+        self.tgt = self.src if src_model == tgt_model else _load_model(self.paths[1])
 
     @property
     def src_size(self) -> int:
@@ -70,6 +67,17 @@ class Vocab:
         if joint.is_file():
             return cls(joint, joint)
         return cls(directory / "src.model", directory / "tgt.model")
+
+
+def _load_model(path: Path):
+    import sentencepiece as spm
+
+    try:
+        return spm.SentencePieceProcessor(model_file=str(path))
+    except (RuntimeError, OSError) as exc:  # a truncated or foreign file
+        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise NMTError(f"{path}: not a readable SentencePiece model ({reason}); restore it "
+                       "or re-train the run") from None
 
 
 def _sha(path: Path) -> str:
