@@ -49,7 +49,7 @@ def _inputs(cfg, split, pairs, src, tgt, limit) -> tuple[list[str], list[str], P
     return sources, targets, gold
 
 
-def align_one(run: Path, sources, targets, mode, layer, shifted):
+def align_one(run: Path, sources, targets, mode, layer, shifted, method, threshold):
     """Records for one run: forced on `targets`, or free on the run's own translation."""
     from nmt.collect import collect
     from nmt.evaluate import translate_ids
@@ -65,7 +65,8 @@ def align_one(run: Path, sources, targets, mode, layer, shifted):
         raise NMTError("forced alignment needs a target for every sentence; give --tgt or "
                        "use --mode free")
     records = collect(model, vocab, src_ids, vocab.encode_tgt(targets), layer=layer,
-                      shifted=shifted, meta={"mode": mode, "run": str(run)})
+                      shifted=shifted, meta={"mode": mode, "run": str(run)}, method=method,
+                      threshold=threshold)
     return cfg, records
 
 
@@ -116,7 +117,7 @@ def _plots(out, names, all_records, picks, fmt):
 
 
 def align_command(runs, split, pairs, src, tgt, mode, gold, one_based, limit, out, plot, fmt,
-                  layer, reading_name):
+                  layer, reading_name, method="argmax", threshold=0.0):
     from nmt.alignment import format_pharaoh, save_alignments
     from nmt.collect import alignment_summary
 
@@ -134,7 +135,8 @@ def align_command(runs, split, pairs, src, tgt, mode, gold, one_based, limit, ou
     out.mkdir(parents=True, exist_ok=True)
     summary, all_records = {}, []
     for run, name in zip(runs, names):
-        cfg, records = align_one(Path(run), sources, targets, mode, layer, shifted)
+        cfg, records = align_one(Path(run), sources, targets, mode, layer, shifted, method,
+                                 threshold)
         all_records.append(records)
         if records is None:
             summary[name] = {"family": cfg.model.family, "note": "no attention (fixed context)"}
@@ -198,6 +200,8 @@ def register(app: typer.Typer) -> None:
         fmt: Annotated[str, typer.Option("--format", help="png or svg")] = "png",
         layer: Annotated[int | None, typer.Option(help="transformer layer for word links (default: penultimate)")] = None,
         reading: Annotated[str, typer.Option(help="auto, naive or shifted (Chen et al. 2020)")] = "auto",
+        links: Annotated[str, typer.Option(help="hard links: argmax per target word, or threshold")] = "argmax",
+        threshold: Annotated[float, typer.Option(help="with --links threshold: every word pair with weight >= this")] = 0.5,
         over_training_: Annotated[bool, typer.Option("--over-training", help="draw one validation sentence across training steps")] = False,
         sentence: Annotated[int, typer.Option(help="sentence for --over-training")] = 0,
     ) -> None:
@@ -213,8 +217,11 @@ def register(app: typer.Typer) -> None:
                 path = over_training(r, sentence, out / r.name, fmt)
                 typer.echo(f"wrote {path}")
             return
+        if links not in ("argmax", "threshold") or not 0.0 < threshold <= 1.0:
+            raise NMTError(f"--links {links!r} --threshold {threshold}: choose argmax or "
+                           "threshold, with a threshold in (0, 1]")
         summary = align_command(run, split, pairs, src, tgt, mode, gold, one_based, limit, out,
-                                plot, fmt, layer, reading)
+                                plot, fmt, layer, reading, links, threshold)
         for name, row in summary.items():
             if "note" in row:
                 typer.echo(f"{name:<24} {row['note']}")

@@ -86,7 +86,8 @@ def word_matrix(weights: np.ndarray, src_pieces: list[str], tgt_pieces: list[str
 
 def make_record(index: int, vocab: Vocab, src: list[int], tgt: list[int], weights: np.ndarray,
                 shifted: bool | None = None, layer: int | None = None,
-                meta: dict | None = None) -> AlignmentRecord:
+                meta: dict | None = None, method: str = "argmax",
+                threshold: float = 0.0) -> AlignmentRecord:
     """Subword weights plus their word-level reduction and argmax links."""
     src_pieces = vocab.src_pieces([i for i in src if i != EOS])
     tgt_pieces = vocab.tgt_pieces(list(tgt))
@@ -96,7 +97,7 @@ def make_record(index: int, vocab: Vocab, src: list[int], tgt: list[int], weight
         index=index, src_tokens=src_pieces + ["</s>"], tgt_tokens=tgt_pieces + ["</s>"],
         weights=weights, src_words=join_pieces(src_pieces, src_word_of),
         tgt_words=join_pieces(tgt_pieces, tgt_word_of), word_weights=words,
-        links=sorted(links_from_matrix(words)), meta=dict(meta or {}))
+        links=sorted(links_from_matrix(words, method, threshold)), meta=dict(meta or {}))
 
 
 def collect(model: Seq2Seq, vocab: Vocab, src_ids: list, tgt_ids: list,

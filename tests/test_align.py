@@ -132,3 +132,20 @@ def test_compare_report_explains_fixed_context(runs, tmp_path, capsys):
     assert "no attention" in report.lower() or "one fixed vector" in report.lower()
     html = (out / "report.html").read_text()
     assert "data:image/png;base64," in html
+
+
+def test_threshold_links_keep_only_confident_cells(runs, tmp_path, capsys):
+    counts = {}
+    for method, extra in (("argmax", []), ("threshold", ["--threshold", "0.6"])):
+        out = tmp_path / method
+        code, _, err = cli(["align", "--run", str(runs["bahdanau"]), "--split", "test",
+                            "--limit", "10", "--plot", "0", "--links", method, *extra,
+                            "--out", str(out)], capsys)
+        assert code == 0, err
+        records = load_alignments(out / "bahdanau.npz")
+        for r in records:
+            strong = {(i, j) for j, i in zip(*np.nonzero(r.word_weights >= 0.6))}
+            if method == "threshold":
+                assert set(map(tuple, r.links)) == strong
+        counts[method] = sum(len(r.links) for r in records)
+    assert counts["threshold"] < counts["argmax"]
