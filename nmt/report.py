@@ -227,8 +227,10 @@ def plot_by_length(runs: list[RunSummary], path: Path) -> Path | None:
     pos = {label: n for n, label in enumerate(labels)}
     series = {name: ([pos[b["bucket"]] for b in br], [b["bleu"] for b in br])
               for name, br in rows.items()}
+    sizes = {b["bucket"]: b["sentences"] for br in rows.values() for b in br}
+    ticks = [f"{label}\n(n={sizes[label]})" for label in labels]  # tiny buckets are noisy
     return plot_lines(series, path, "source length (words)", "BLEU",
-                      "BLEU by source length", xticks=labels)
+                      "BLEU by source length", xticks=ticks)
 
 
 def plot_valid_curve(runs: list[RunSummary], path: Path) -> Path | None:
