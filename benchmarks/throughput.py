@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ["transformer", "bahdanau", "luong_general", "luong_local_p", "fixed_context"]
 
 
-def measure(family: str, steps: int, sentences: int, threads: int) -> dict:
+def measure(family: str, steps: int, sentences: int, threads: int, runs_dir: Path) -> dict:
     import torch
 
     from nmt.config import load_config
@@ -56,6 +56,12 @@ def measure(family: str, steps: int, sentences: int, threads: int) -> dict:
             tokens += batch.n_tokens
     test_src, _ = encode_split(cfg, vocab_dir, cfg.data.test)
     test_src = test_src[:sentences]
+    trained = runs_dir / family
+    if (trained / "checkpoints").is_dir():  # decode with a trained model: realistic lengths
+        from nmt.run import load_run
+
+        _, vocab, model, _ = load_run(trained)
+    model.eval()
     decode = {}
     for beam in (1, 5):
         tick = time.perf_counter()
@@ -63,6 +69,7 @@ def measure(family: str, steps: int, sentences: int, threads: int) -> dict:
         decode[beam] = len(test_src) / (time.perf_counter() - tick)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"family": family, "params": params, "train_tok_s": tokens / seconds,
+            "decoded_by": "trained" if (trained / "checkpoints").is_dir() else "untrained",
             "greedy_sent_s": decode[1], "beam5_sent_s": decode[5], "peak_mib": peak}
 
 
@@ -72,21 +79,27 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30, help="timed training steps")
     parser.add_argument("--sentences", type=int, default=256, help="test sentences decoded")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--runs", type=Path, default=ROOT / "runs",
+                        help="decode with runs/<family> when trained (untrained models stop "
+                             "at random lengths, which makes decoding speed meaningless)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure(args.one, args.steps, args.sentences, args.threads)))
+        print(json.dumps(measure(args.one, args.steps, args.sentences, args.threads,
+                                 args.runs)))
         return
-    print("| family | parameters | train tgt tok/s | greedy sent/s | beam-5 sent/s | peak MiB |")
-    print("|---|---|---|---|---|---|")
+    print("| family | parameters | train tgt tok/s | greedy sent/s | beam-5 sent/s | peak MiB "
+          "| decoded by |")
+    print("|---|---|---|---|---|---|---|")
     for family in args.families:
         out = subprocess.run([sys.executable, __file__, "--one", family, "--steps",
                               str(args.steps), "--sentences", str(args.sentences),
-                              "--threads", str(args.threads)],
+                              "--threads", str(args.threads), "--runs", str(args.runs)],
                              capture_output=True, text=True, cwd=ROOT, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"| {family} | {r['params'] / 1e6:.1f} M | {r['train_tok_s']:,.0f} | "
-              f"{r['greedy_sent_s']:.1f} | {r['beam5_sent_s']:.1f} | {r['peak_mib']:,.0f} |",
+              f"{r['greedy_sent_s']:.1f} | {r['beam5_sent_s']:.1f} | {r['peak_mib']:,.0f} | "
+              f"{r['decoded_by']} model |",
               flush=True)
 
 

@@ -74,13 +74,14 @@ def bleu_by_length(sources: list[str], hyps: list[str], refs: list[str]) -> list
     """BLEU per source-length bucket in words (Bahdanau et al. 2015, Figure 2)."""
     import sacrebleu
 
+    bleu = sacrebleu.metrics.BLEU(force=True)  # same settings as bleu_chrf
     rows = []
     lengths = np.array([len(s.split()) for s in sources])
     for low, high in LENGTH_BUCKETS:
         idx = np.nonzero((lengths >= low) & (lengths < high))[0]
         if len(idx) == 0:
             continue
-        score = sacrebleu.corpus_bleu([hyps[i] for i in idx], [[refs[i] for i in idx]]).score
+        score = bleu.corpus_score([hyps[i] for i in idx], [[refs[i] for i in idx]]).score
         label = f"{low}-{high - 1}" if high < 10_000 else f"{low}+"
         rows.append({"bucket": label, "sentences": len(idx), "bleu": round(score, 2)})
     return rows
