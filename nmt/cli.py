@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from nmt.cli_align import register as register_align_commands
 from nmt.errors import NMTError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -165,15 +166,11 @@ def evaluate(
                    f"({row['sentences']} sentences)")
 
 
-def _register_later_commands() -> None:
-    from nmt.cli_align import register
-
-    register(app)
+register_align_commands(app)  # `align` and `compare` live in nmt/cli_align.py
 
 
 def main() -> None:
     """Console entry point: one-line errors unless --debug."""
-    _register_later_commands()
     try:
         # typer.Exit and Ctrl-C inside a command come back as the exit code (130: Ctrl-C)
         code = app(standalone_mode=False)
