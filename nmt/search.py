@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from nmt.data.subwords import BOS, EOS, PAD
 from nmt.models.base import Seq2Seq
+from nmt.tokens import BOS, EOS, PAD
 
 
 @dataclass

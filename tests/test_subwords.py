@@ -11,7 +11,8 @@ import sentencepiece
 
 from nmt.config import Config, config_from_dict
 from nmt.data.corpora import write_corpus
-from nmt.data.subwords import BOS, EOS, PAD, UNK, Vocab, encode_split, prepare_vocab
+from nmt.data.subwords import Vocab, encode_split, prepare_vocab
+from nmt.tokens import BOS, EOS, PAD, UNK
 
 DE_TEXT = ("ein eine der die das zwei drei mann frau kind hund katze mädchen junge spielt "
            "läuft isst trinkt liest sitzt steht auf im am unter über neben grünen roten "

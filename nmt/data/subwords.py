@@ -18,8 +18,7 @@ import numpy as np
 from nmt.config import Config
 from nmt.data.corpora import corpus_dir, load_split
 from nmt.errors import NMTError
-
-PAD, UNK, BOS, EOS = 0, 1, 2, 3
+from nmt.tokens import BOS, EOS, PAD, UNK
 
 
 class Vocab:

@@ -12,9 +12,9 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt.config import ModelConfig
-from nmt.data.subwords import PAD
 from nmt.models.attention import SCORERS, AdditiveScore, LocalWindow, attend
 from nmt.models.base import RNNSeq2Seq, State
+from nmt.tokens import PAD
 
 CELLS = {"gru": nn.GRUCell, "lstm": nn.LSTMCell}
 RNNS = {"gru": nn.GRU, "lstm": nn.LSTM}

@@ -12,9 +12,9 @@ import torch
 from torch import Tensor, nn
 
 from nmt.config import ModelConfig
-from nmt.data.subwords import PAD
 from nmt.models.attention import scaled_dot_product
 from nmt.models.base import Seq2Seq, State
+from nmt.tokens import PAD
 
 
 def sinusoids(length: int, dim: int) -> Tensor:

@@ -1,8 +1,4 @@
-"""The `nmt` command line: parse, load config, call one function.
-
-Errors caused by input print as one line (`nmt: error: ...`) with exit code 2;
-`--debug` shows the traceback instead.
-"""
+"""`nmt data ...`, `nmt train`, `nmt translate`, `nmt evaluate`."""
 
 from __future__ import annotations
 
@@ -12,24 +8,8 @@ from typing import Annotated
 
 import typer
 
-from nmt.cli_align import register as register_align_commands
+from nmt.cli.app import ConfigOpt, RunOpt, SetOpt, app, data_app
 from nmt.errors import NMTError
-
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Train the classic attention lineage of NMT and see it align.")
-data_app = typer.Typer(no_args_is_help=True, help="Fetch, import, generate and prepare corpora.")
-app.add_typer(data_app, name="data")
-STATE = {"debug": False}
-
-ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="YAML config file")]
-SetOpt = Annotated[list[str] | None, typer.Option(
-    "--set", help="override a config key, e.g. --set model.hidden_size=128 (repeatable)")]
-RunOpt = Annotated[Path, typer.Option("--run", "-r", help="run directory, e.g. runs/bahdanau")]
-
-
-@app.callback()
-def main_options(debug: Annotated[bool, typer.Option(help="show tracebacks")] = False) -> None:
-    STATE["debug"] = debug
 
 
 @data_app.command("download")
@@ -164,39 +144,3 @@ def evaluate(
     for row in entry["by_length"]:
         typer.echo(f"  source {row['bucket']:>6} words: BLEU {row['bleu']:6.2f} "
                    f"({row['sentences']} sentences)")
-
-
-register_align_commands(app)  # `align` and `compare` live in nmt/cli_align.py
-
-
-def main() -> None:
-    """Console entry point: one-line errors unless --debug."""
-    try:
-        # typer.Exit and Ctrl-C inside a command come back as the exit code (130: Ctrl-C)
-        code = app(standalone_mode=False)
-    except NMTError as exc:
-        if STATE["debug"]:
-            raise
-        typer.echo(f"nmt: error: {exc}", err=True)
-        sys.exit(2)
-    except OSError as exc:  # a path that cannot be read or written (a file for a folder, ...)
-        if STATE["debug"]:
-            raise
-        where = f"{exc.filename}: " if exc.filename else ""
-        typer.echo(f"nmt: error: {where}{exc.strerror or exc}; check the path", err=True)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        code = 130
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        sys.exit(1)
-    except typer.TyperException as exc:  # usage errors (typer's own click copy, not `click`)
-        if not hasattr(exc, "show"):
-            raise
-        exc.show()
-        sys.exit(exc.exit_code)
-    if code == 130:
-        typer.echo("nmt: interrupted", err=True)
-    if isinstance(code, int) and code:
-        sys.exit(code)

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from nmt.cli.app import app
 from nmt.errors import NMTError
 
 
@@ -183,64 +184,63 @@ def over_training(run: Path, sentence: int, out: Path, fmt: str) -> Path:
     return grid
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def align(
-        run: Annotated[list[Path], typer.Option("--run", "-r", help="run directory (repeat for side by side)")],
-        split: Annotated[str | None, typer.Option(help="split of the run's corpus (default: test)")] = None,
-        pairs: Annotated[Path | None, typer.Option(help="file of 'source ||| target' lines")] = None,
-        src: Annotated[list[str] | None, typer.Option(help="source sentence (repeatable)")] = None,
-        tgt: Annotated[list[str] | None, typer.Option(help="target for --src (forced mode)")] = None,
-        mode: Annotated[str, typer.Option(help="forced (on the given target) or free (on the model's translation)")] = "forced",
-        gold: Annotated[Path | None, typer.Option(help="gold alignments (Pharaoh i-j / talp i-j, ipj)")] = None,
-        one_based: Annotated[bool, typer.Option(help="gold indices start at 1")] = False,
-        limit: Annotated[int, typer.Option(help="only the first N sentences (0 = all)")] = 0,
-        out: Annotated[Path, typer.Option(help="output folder")] = Path("reports/align"),
-        plot: Annotated[int, typer.Option(help="plot the first N sentences")] = 3,
-        fmt: Annotated[str, typer.Option("--format", help="png or svg")] = "png",
-        layer: Annotated[int | None, typer.Option(help="transformer layer for word links (default: penultimate)")] = None,
-        reading: Annotated[str, typer.Option(help="auto, naive or shifted (Chen et al. 2020)")] = "auto",
-        links: Annotated[str, typer.Option(help="hard links: argmax per target word, or threshold")] = "argmax",
-        threshold: Annotated[float, typer.Option(help="with --links threshold: every word pair with weight >= this")] = 0.5,
-        over_training_: Annotated[bool, typer.Option("--over-training", help="draw one validation sentence across training steps")] = False,
-        sentence: Annotated[int, typer.Option(help="sentence for --over-training")] = 0,
-    ) -> None:
-        """Export attention matrices, hard links and plots; AER against gold alignments."""
-        if mode not in ("forced", "free"):
-            raise NMTError(f"--mode {mode!r}: choose forced or free")
-        if reading not in ("auto", "naive", "shifted"):
-            raise NMTError(f"--reading {reading!r}: choose auto, naive or shifted")
-        if limit < 0:
-            raise NMTError(f"--limit must be 0 (all) or positive, got {limit}")
-        if over_training_:
-            for r in run:
-                path = over_training(r, sentence, out / r.name, fmt)
-                typer.echo(f"wrote {path}")
-            return
-        if links not in ("argmax", "threshold") or not 0.0 < threshold <= 1.0:
-            raise NMTError(f"--links {links!r} --threshold {threshold}: choose argmax or "
-                           "threshold, with a threshold in (0, 1]")
-        summary = align_command(run, split, pairs, src, tgt, mode, gold, one_based, limit, out,
-                                plot, fmt, layer, reading, links, threshold)
-        for name, row in summary.items():
-            if "note" in row:
-                typer.echo(f"{name:<24} {row['note']}")
-                continue
-            aer = (f" AER {row['aer']:.3f} (P {row['precision']:.3f} R {row['recall']:.3f}; "
-                   f"diagonal {row['diagonal_aer']:.3f})" if "aer" in row else "")
-            typer.echo(f"{name:<24} entropy {row['entropy']:.3f} nats, EOS mass "
-                       f"{row['eos_mass']:.3f}{aer}")
-        typer.echo(f"wrote {out}")
+@app.command()
+def align(
+    run: Annotated[list[Path], typer.Option("--run", "-r", help="run directory (repeat for side by side)")],
+    split: Annotated[str | None, typer.Option(help="split of the run's corpus (default: test)")] = None,
+    pairs: Annotated[Path | None, typer.Option(help="file of 'source ||| target' lines")] = None,
+    src: Annotated[list[str] | None, typer.Option(help="source sentence (repeatable)")] = None,
+    tgt: Annotated[list[str] | None, typer.Option(help="target for --src (forced mode)")] = None,
+    mode: Annotated[str, typer.Option(help="forced (on the given target) or free (on the model's translation)")] = "forced",
+    gold: Annotated[Path | None, typer.Option(help="gold alignments (Pharaoh i-j / talp i-j, ipj)")] = None,
+    one_based: Annotated[bool, typer.Option(help="gold indices start at 1")] = False,
+    limit: Annotated[int, typer.Option(help="only the first N sentences (0 = all)")] = 0,
+    out: Annotated[Path, typer.Option(help="output folder")] = Path("reports/align"),
+    plot: Annotated[int, typer.Option(help="plot the first N sentences")] = 3,
+    fmt: Annotated[str, typer.Option("--format", help="png or svg")] = "png",
+    layer: Annotated[int | None, typer.Option(help="transformer layer for word links (default: penultimate)")] = None,
+    reading: Annotated[str, typer.Option(help="auto, naive or shifted (Chen et al. 2020)")] = "auto",
+    links: Annotated[str, typer.Option(help="hard links: argmax per target word, or threshold")] = "argmax",
+    threshold: Annotated[float, typer.Option(help="with --links threshold: every word pair with weight >= this")] = 0.5,
+    over_training_: Annotated[bool, typer.Option("--over-training", help="draw one validation sentence across training steps")] = False,
+    sentence: Annotated[int, typer.Option(help="sentence for --over-training")] = 0,
+) -> None:
+    """Export attention matrices, hard links and plots; AER against gold alignments."""
+    if mode not in ("forced", "free"):
+        raise NMTError(f"--mode {mode!r}: choose forced or free")
+    if reading not in ("auto", "naive", "shifted"):
+        raise NMTError(f"--reading {reading!r}: choose auto, naive or shifted")
+    if limit < 0:
+        raise NMTError(f"--limit must be 0 (all) or positive, got {limit}")
+    if over_training_:
+        for r in run:
+            path = over_training(r, sentence, out / r.name, fmt)
+            typer.echo(f"wrote {path}")
+        return
+    if links not in ("argmax", "threshold") or not 0.0 < threshold <= 1.0:
+        raise NMTError(f"--links {links!r} --threshold {threshold}: choose argmax or "
+                       "threshold, with a threshold in (0, 1]")
+    summary = align_command(run, split, pairs, src, tgt, mode, gold, one_based, limit, out,
+                            plot, fmt, layer, reading, links, threshold)
+    for name, row in summary.items():
+        if "note" in row:
+            typer.echo(f"{name:<24} {row['note']}")
+            continue
+        aer = (f" AER {row['aer']:.3f} (P {row['precision']:.3f} R {row['recall']:.3f}; "
+               f"diagonal {row['diagonal_aer']:.3f})" if "aer" in row else "")
+        typer.echo(f"{name:<24} entropy {row['entropy']:.3f} nats, EOS mass "
+                   f"{row['eos_mass']:.3f}{aer}")
+    typer.echo(f"wrote {out}")
 
-    @app.command()
-    def compare(
-        runs: Annotated[list[Path], typer.Argument(help="run directories")],
-        out: Annotated[Path, typer.Option(help="report folder")] = Path("reports/compare"),
-        split: Annotated[str | None, typer.Option(help="split to report (default: test)")] = None,
-        sentence: Annotated[list[int] | None, typer.Option(help="sentence index for the alignment grid (repeatable)")] = None,
-    ) -> None:
-        """One Markdown + HTML report putting runs side by side."""
-        from nmt.report import compare_runs
+@app.command()
+def compare(
+    runs: Annotated[list[Path], typer.Argument(help="run directories")],
+    out: Annotated[Path, typer.Option(help="report folder")] = Path("reports/compare"),
+    split: Annotated[str | None, typer.Option(help="split to report (default: test)")] = None,
+    sentence: Annotated[list[int] | None, typer.Option(help="sentence index for the alignment grid (repeatable)")] = None,
+) -> None:
+    """One Markdown + HTML report putting runs side by side."""
+    from nmt.report import compare_runs
 
-        path = compare_runs(list(runs), out, split, sentence)
-        typer.echo(f"wrote {path} and {path.with_suffix('.html')}")
+    path = compare_runs(list(runs), out, split, sentence)
+    typer.echo(f"wrote {path} and {path.with_suffix('.html')}")

@@ -1,0 +1,51 @@
+"""The `nmt` command line: parse, load config, call one function.
+
+Errors caused by input print as one line (`nmt: error: ...`) with exit code 2;
+`--debug` shows the traceback instead. Each command module registers its
+commands on `app` once, when it is imported here.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from nmt.cli import align, core  # noqa: F401  (register commands)
+from nmt.cli.app import STATE, app
+from nmt.errors import NMTError
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    """Console entry point: one-line errors unless --debug."""
+    try:
+        # typer.Exit and Ctrl-C inside a command come back as the exit code (130: Ctrl-C)
+        code = app(standalone_mode=False)
+    except NMTError as exc:
+        if STATE["debug"]:
+            raise
+        typer.echo(f"nmt: error: {exc}", err=True)
+        sys.exit(2)
+    except OSError as exc:  # a path that cannot be read or written (a file for a folder, ...)
+        if STATE["debug"]:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        typer.echo(f"nmt: error: {where}{exc.strerror or exc}; check the path", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        code = 130
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(1)
+    except typer.TyperException as exc:  # usage errors (typer's own click copy, not `click`)
+        if not hasattr(exc, "show"):
+            raise
+        exc.show()
+        sys.exit(exc.exit_code)
+    if code == 130:
+        typer.echo("nmt: interrupted", err=True)
+    if isinstance(code, int) and code:
+        sys.exit(code)
