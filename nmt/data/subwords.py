@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from dataclasses import asdict
 from pathlib import Path
@@ -18,6 +19,7 @@ import numpy as np
 from nmt.config import Config
 from nmt.data.corpora import corpus_dir, load_split
 from nmt.errors import NMTError
+from nmt.locks import file_lock
 from nmt.tokens import BOS, EOS, PAD, UNK
 
 
@@ -112,20 +114,30 @@ def prepare_vocab(cfg: Config) -> Path:
     key = json.dumps({"vocab": asdict(cfg.vocab), "src": _sha(src_file), "tgt": _sha(tgt_file)},
                      sort_keys=True)
     out = directory / "spm" / hashlib.sha256(key.encode()).hexdigest()[:16]
-    if (out / "options.json").is_file():
+    if (out / "options.json").is_file():  # complete: folders appear by rename only
         return out
-    tmp = out.with_name(out.name + ".tmp")
+    with file_lock(directory / "spm" / ".lock"):  # another `nmt train` may be training it
+        if not (out / "options.json").is_file():
+            _train_vocab(cfg, src_file, tgt_file, key, out)
+    return out
+
+
+def _train_vocab(cfg: Config, src_file: Path, tgt_file: Path, key: str, out: Path) -> None:
+    """Train into a private temporary folder, then rename it to `out` in one step."""
+    tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    if cfg.vocab.joint:
-        _train_one([src_file, tgt_file], tmp / "joint", cfg)
-    else:
-        _train_one([src_file], tmp / "src", cfg)
-        _train_one([tgt_file], tmp / "tgt", cfg)
-    (tmp / "options.json").write_text(key + "\n")
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
-    return out
+    try:
+        if cfg.vocab.joint:
+            _train_one([src_file, tgt_file], tmp / "joint", cfg)
+        else:
+            _train_one([src_file], tmp / "src", cfg)
+            _train_one([tgt_file], tmp / "tgt", cfg)
+        (tmp / "options.json").write_text(key + "\n")
+        shutil.rmtree(out, ignore_errors=True)  # a partial folder left by an older version
+        tmp.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def encode_split(cfg: Config, vocab_dir: Path, split: str) -> tuple[list[np.ndarray],
@@ -144,9 +156,9 @@ def encode_split(cfg: Config, vocab_dir: Path, split: str) -> tuple[list[np.ndar
     vocab = Vocab.from_dir(vocab_dir)
     src = [np.asarray(ids, dtype=np.int32) for ids in vocab.encode_src(src_lines)]
     tgt = [np.asarray(ids, dtype=np.int32) for ids in vocab.encode_tgt(tgt_lines)]
-    tmp = cache.with_name(cache.stem + ".tmp.npz")
+    tmp = cache.with_name(f"{cache.stem}.tmp{os.getpid()}.npz")  # private to this process
     np.savez(tmp, src=_flat(src), src_off=_offsets(src), tgt=_flat(tgt), tgt_off=_offsets(tgt))
-    tmp.rename(cache)
+    os.replace(tmp, cache)  # atomic: readers see the old state or the complete file
     return src, tgt
 
 

@@ -1,0 +1,73 @@
+"""Advisory file locks (`fcntl.flock`) shared by the caches and the run directory.
+
+A flock belongs to the open file, so it disappears with the process that holds
+it: a crash or `kill -9` never leaves a stale lock behind. The lock files are
+never deleted (deleting them would let two processes lock two different files).
+Locks are re-entrant within one process: `nmt train` holds the run lock around
+training and the final evaluation, and `train()` may take it again inside.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+
+from nmt.errors import NMTError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no locking
+    fcntl = None
+
+_HELD: dict[str, list[int]] = {}  # resolved path -> [fd, depth] held by this process
+
+
+@contextmanager
+def file_lock(path: Path | str, busy: str | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (created if missing) for the `with` block.
+
+    Waits for another holder, unless `busy` is given: then it raises
+    `NMTError(busy.format(pid=...))` at once. The holder writes its pid into the file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = str(path.resolve())
+    if key in _HELD:  # re-entrant
+        _HELD[key][1] += 1
+        try:
+            yield
+        finally:
+            _HELD[key][1] -= 1
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if busy is None else fcntl.LOCK_NB))
+            except BlockingIOError:
+                raise NMTError(busy.format(pid=_holder(fd))) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _HELD[key] = [fd, 1]
+        try:
+            yield
+        finally:
+            del _HELD[key]
+    finally:
+        os.close(fd)  # closing the file releases the flock
+
+
+def _holder(fd: int) -> str:
+    try:
+        return os.pread(fd, 32, 0).decode().strip() or "?"
+    except OSError:
+        return "?"
+
+
+def run_lock(run_dir: Path | str) -> AbstractContextManager[None]:
+    """Hold `<run_dir>/.lock` for a training run's lifetime; a second run refuses at once."""
+    return file_lock(Path(run_dir) / ".lock",
+                     busy=f"{run_dir} is in use by another `nmt train` (pid {{pid}}); wait for "
+                          "it to finish or pick another name with --set name=...")

@@ -1,0 +1,41 @@
+"""Concurrent runs: the SentencePiece cache and the run directory are shared safely."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+from tests.test_subwords import _cfg, _make_corpus
+
+
+def _prepare(root: str, barrier, queue) -> None:
+    from nmt.data.subwords import Vocab, encode_split, prepare_vocab
+
+    cfg = _cfg(Path(root))
+    barrier.wait()
+    try:
+        vocab_dir = prepare_vocab(cfg)
+        vocab = Vocab.from_dir(vocab_dir)
+        src, _ = encode_split(cfg, vocab_dir, "train")
+        queue.put(("ok", str(vocab_dir), vocab.src_size, len(src)))
+    except BaseException as exc:  # noqa: BLE001 - report any failure to the parent
+        queue.put(("error", f"{type(exc).__name__}: {exc}", 0, 0))
+
+
+def test_concurrent_prepares_share_the_sentencepiece_cache(tmp_path):
+    _make_corpus(tmp_path)
+    ctx = multiprocessing.get_context("spawn")
+    n = 3
+    barrier, queue = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=_prepare, args=(str(tmp_path), barrier, queue)) for _ in range(n)]
+    for proc in procs:
+        proc.start()
+    results = [queue.get(timeout=120) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=60)
+    assert [r[0] for r in results] == ["ok"] * n, results
+    assert len({r[1] for r in results}) == 1  # one cache folder, complete for everyone
+    assert len({r[2] for r in results}) == 1 and results[0][2] > 50
+    assert {r[3] for r in results} == {200}
+    spm = Path(results[0][1]).parent
+    assert [p.name for p in spm.iterdir() if p.is_dir()] == [Path(results[0][1]).name]
