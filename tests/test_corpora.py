@@ -165,6 +165,25 @@ def test_write_corpus_counts_dropped_pairs(tmp_path):
     assert (tmp_path / "out" / "train.en").read_text() == "x\n"
 
 
+
+def test_byte_order_marks_are_stripped_and_counted(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    bom = "\ufeff"
+    (raw / "train.de").write_bytes(f"{bom}Ein Hund.\nEine Katze.\n".encode())  # a BOM file
+    (raw / "train.en").write_text("A dog.\nA cat.\n", encoding="utf-8")
+    _gz(raw / "test.de.gz", [f"{bom}Ja.", "Nein."])
+    _gz(raw / "test.en.gz", [f"{bom}Yes.", bom])  # two files joined: a BOM alone on a line
+    manifest = import_corpus("multi30k", "de-en", raw, tmp_path / "data")
+    de, en = load_split(tmp_path / "data", "multi30k", "de-en", "train")
+    assert de == ["Ein Hund.", "Eine Katze."] and en == ["A dog.", "A cat."]
+    assert load_split(tmp_path / "data", "multi30k", "de-en", "test") == (["Ja.", "Nein."],
+                                                                         ["Yes.", ""])
+    assert manifest["splits"]["train"]["bom_stripped"] == 1
+    assert manifest["splits"]["test"]["bom_stripped"] == 3
+    assert not any(bom in p.read_text(encoding="utf-8")
+                   for p in (tmp_path / "data" / "multi30k" / "de-en").iterdir())
+
 # --- bad inputs: one NMTError that names the file (and line) ---------------------------------
 
 

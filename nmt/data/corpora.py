@@ -37,6 +37,7 @@ CORPORA: dict[str, CorpusInfo] = {
     ),
 }
 SYNTH_PAIR = "src-tgt"
+BOM = "\ufeff"  # a byte-order mark: metadata some editors put first in a file, never text
 _SPLIT_RE = re.compile(r"^(train|val|valid|dev|test[\w-]*)$")
 
 
@@ -67,8 +68,9 @@ def read_lines(path: Path) -> list[str]:
 
 
 def normalise(text: str) -> str:
-    """NFC-normalise, drop the line ending and collapse runs of whitespace."""
-    return " ".join(unicodedata.normalize("NFC", text).split())
+    """Drop a leading byte-order mark, NFC-normalise, drop the line ending and collapse
+    runs of whitespace."""
+    return " ".join(unicodedata.normalize("NFC", text.removeprefix(BOM)).split())
 
 
 def _file_for(directory: Path, split: str, lang: str) -> Path | None:
@@ -108,12 +110,13 @@ def write_corpus(out: Path, splits: dict[str, tuple[list[str], list[str]]], src:
     manifest = {"source": source, "pair": f"{src}-{tgt}", "created": time.strftime("%F %T"),
                 "splits": {}}
     for split, (src_lines, tgt_lines) in splits.items():
+        boms = sum(line.startswith(BOM) for line in (*src_lines, *tgt_lines))
         pairs = [(normalise(s), normalise(t)) for s, t in zip(src_lines, tgt_lines)]
         dropped = 0
         if split == train_split:
             kept = [p for p in pairs if p[0] and p[1]]
             dropped, pairs = len(pairs) - len(kept), kept
-        entry = {"lines": len(pairs), "dropped_empty": dropped, "sha256": {}}
+        entry = {"lines": len(pairs), "dropped_empty": dropped, "bom_stripped": boms, "sha256": {}}
         for lang, column in ((src, 0), (tgt, 1)):
             text = "".join(p[column] + "\n" for p in pairs)
             (out / f"{split}.{lang}").write_text(text, encoding="utf-8")
