@@ -106,7 +106,7 @@ class Transformer(Seq2Seq):
     """Encoder-decoder Transformer; `step` reuses cached self-attention keys/values
     and cross-attention keys/values computed once in `encode`."""
 
-    max_positions = 1024
+    initial_positions = 1024  # the sinusoid table doubles on demand: no length limit
 
     def __init__(self, src_vocab: int, tgt_vocab: int, cfg: ModelConfig, joint: bool):
         super().__init__(src_vocab, tgt_vocab, cfg.emb_size, cfg.tie_embeddings)
@@ -117,19 +117,26 @@ class Transformer(Seq2Seq):
                           else nn.Embedding(src_vocab, D, padding_idx=PAD))
         for emb in (self.src_embed, self.tgt_embed):
             nn.init.normal_(emb.weight, std=D ** -0.5)
-        self.register_buffer("pe", sinusoids(self.max_positions, D), persistent=False)
+        self.register_buffer("pe", sinusoids(self.initial_positions, D), persistent=False)
         self.enc_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.enc_layers))
         self.dec_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.dec_layers))
         self.drop = nn.Dropout(cfg.dropout)
         self.tie_weights(self.tgt_embed)
 
-    def _embed(self, emb: nn.Embedding, ids: Tensor, offset: Tensor | int = 0) -> Tensor:
+    def _embed(self, emb: nn.Embedding, ids: Tensor, offset: Tensor | int = 0,
+               end: int | None = None) -> Tensor:
+        """Scaled embeddings plus positions offset..; `end` bounds the last position + 1."""
+        self._grow_positions(end or ids.size(1))
         positions = torch.arange(ids.size(1), device=ids.device) + offset  # (T,) or (B, T)
         return self.drop(emb(ids) * self.scale + self.pe[positions])
 
+    def _grow_positions(self, length: int) -> None:
+        """Extend the (deterministic) sinusoid table to at least `length` rows."""
+        if length > self.pe.size(0):
+            size = max(length, 2 * self.pe.size(0))
+            self.pe = sinusoids(size, self.pe.size(1)).to(self.pe.device)
+
     def encode(self, src: Tensor) -> State:
-        if src.size(1) > self.max_positions:
-            raise ValueError(f"source longer than {self.max_positions} positions")
         mask = src != PAD  # (B, S)
         x = self._embed(self.src_embed, src)
         attn_mask = mask[:, None, None, :]  # (B, 1, 1, S)
@@ -163,7 +170,8 @@ class Transformer(Seq2Seq):
         return state
 
     def step_features(self, prev: Tensor, state: State, enc: State):
-        x = self._embed(self.tgt_embed, prev.unsqueeze(1), state["pos"])  # (B, 1, D)
+        t = state["k0"].size(2)  # steps so far, the same for every row
+        x = self._embed(self.tgt_embed, prev.unsqueeze(1), state["pos"], end=t + 1)  # (B, 1, D)
         new = {"pos": state["pos"] + 1}
         cross_mask, attns = enc["mask"][:, None, None, :], []
         for i, layer in enumerate(self.dec_layers):

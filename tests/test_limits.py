@@ -1,0 +1,40 @@
+"""Length limits: long outputs and sources, and limits too small to decode anything."""
+
+from __future__ import annotations
+
+import torch
+
+from nmt.search import greedy
+from nmt.tokens import EOS
+from tests.conftest import tiny_model
+
+
+def _never_ending(name: str):
+    """A tiny model that never chooses EOS, so search runs to the length limit."""
+    model = tiny_model(name)
+    with torch.no_grad():
+        model.out.bias[EOS] = -1e4
+    return model
+
+
+def test_transformer_decodes_past_1024_target_positions():
+    model = _never_ending("transformer")
+    src = torch.randint(4, 40, (1, 700), generator=torch.Generator().manual_seed(0))
+    src[0, -1] = EOS
+    out = greedy(model, src, ratio=1.5, offset=10)  # limit 1,060 steps
+    assert len(out[0]) == 1059  # the last step may only emit EOS
+
+
+def test_transformer_encodes_and_teacher_forces_long_sequences():
+    model = tiny_model("transformer")
+    src = torch.randint(4, 40, (1, 1500), generator=torch.Generator().manual_seed(1))
+    src[0, -1] = EOS
+    tgt_in = torch.randint(4, 40, (1, 1300), generator=torch.Generator().manual_seed(2))
+    logits, attn = model(src, tgt_in, need_attn=True)  # the forced-alignment path
+    assert logits.shape == (1, 1300, 40) and attn.shape[-2:] == (1300, 1500)
+    assert torch.isfinite(logits).all()
+    # positions beyond the first table are the same sinusoids, not a wrap-around
+    from nmt.models.transformer import sinusoids
+
+    torch.testing.assert_close(model.pe[1100:1300], sinusoids(1300, 32)[1100:1300])
+
