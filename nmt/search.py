@@ -22,8 +22,9 @@ class Hypothesis:
 
 
 def max_lengths(src: Tensor, ratio: float, offset: int) -> Tensor:
-    """Per-sentence output limit: ratio * source length + offset, (B,)."""
-    return ((src != PAD).sum(1).float() * ratio).long() + offset
+    """Per-sentence output limit in steps (EOS included): ratio * source length + offset,
+    at least 1 (a step that may only emit EOS), (B,)."""
+    return (((src != PAD).sum(1).float() * ratio).long() + offset).clamp(min=1)
 
 
 def constrain(log_probs: Tensor, at_limit: Tensor) -> Tensor:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from nmt.search import greedy
+from nmt.search import beam_search, greedy, max_lengths
 from nmt.tokens import EOS
-from tests.conftest import tiny_model
+from tests.conftest import random_batch, tiny_model
 
 
 def _never_ending(name: str):
@@ -38,3 +38,12 @@ def test_transformer_encodes_and_teacher_forces_long_sequences():
 
     torch.testing.assert_close(model.pe[1100:1300], sinusoids(1300, 32)[1100:1300])
 
+
+def test_a_zero_length_limit_still_takes_one_step(family):
+    model = tiny_model(family)
+    src, _ = random_batch(batch=3, src_len=6)
+    assert max_lengths(src, 0.1, 0).tolist() == [1, 1, 1]  # never zero
+    assert greedy(model, src, ratio=0.1, offset=0) == [[], [], []]  # only EOS fits
+    hyps = beam_search(model, src, beam=3, ratio=0.1, offset=0, n_best=2)
+    assert [[h.tokens for h in sentence] for sentence in hyps] == [[[]], [[]], [[]]]
+    assert all(torch.isfinite(torch.tensor(h.score)) for sentence in hyps for h in sentence)
