@@ -1,0 +1,44 @@
+"""The browser the explorer tests (and the README screenshot) use: Debian's chromium, driven by
+Playwright for Python (no browser download). Without either, the browser tests skip."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+ENABLE = ("browser tests need Debian's chromium and Playwright: apt-get install -y chromium && "
+          ".venv/bin/pip install -e '.[dev]'")
+
+
+def chromium() -> str | None:
+    """Path of the system chromium, if there is one."""
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@contextmanager
+def open_page(html: Path, width: int = 1400, height: int = 900) -> Iterator[tuple]:
+    """(page, errors): the page loaded from `html`; `errors` collects console errors and
+    uncaught exceptions. Skips the calling test when no browser can be started."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip(ENABLE)
+    exe = chromium()
+    if exe is None:
+        pytest.skip(ENABLE)
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=exe, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(Path(html).resolve().as_uri())
+            page.wait_for_selector("#panels .panel")
+            yield page, errors
+        finally:
+            browser.close()
