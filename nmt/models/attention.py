@@ -8,7 +8,9 @@ future position) receives exactly zero.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +34,30 @@ def attend(scores: Tensor, values: Tensor, mask: Tensor) -> tuple[Tensor, Tensor
     Returns context (B, T, D) = sum_j a_tj v_j and weights a (B, T, S).
     """
     weights = masked_softmax(scores, mask)
+    if _OVERRIDES:
+        weights = _OVERRIDES[-1](weights, mask.expand(weights.shape))
     return torch.bmm(weights, values), weights
+
+
+# Weight overrides for interventions (`nmt lab attention-is-not-explanation`): a stack of
+# functions (weights, mask) -> weights; empty in training and decoding, so it costs one check.
+_OVERRIDES: list[Callable[[Tensor, Tensor], Tensor]] = []
+
+
+@contextlib.contextmanager
+def override_weights(fn: Callable[[Tensor, Tensor], Tensor]) -> Iterator[None]:
+    """Within the block, replace attention weights a by fn(a, mask) before the weighted sum.
+
+    Applies wherever weights are materialised: `attend` (the RNN families) and the
+    explicit path of `scaled_dot_product` (need_weights=True: the Transformer's
+    cross-attention in `step` and in `decode_features(need_attn=True)`). The fused path
+    is untouched. `mask` has the weights' shape, True = may attend. Not thread-safe.
+    """
+    _OVERRIDES.append(fn)
+    try:
+        yield
+    finally:
+        _OVERRIDES.pop()
 
 
 class DotScore(nn.Module):
@@ -147,5 +172,7 @@ def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor,
         return out, None
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
     weights = masked_softmax(scores, mask.expand(scores.shape))
+    if _OVERRIDES:
+        weights = _OVERRIDES[-1](weights, mask.expand(scores.shape))
     probs = F.dropout(weights, dropout) if dropout else weights
     return probs @ v, weights
