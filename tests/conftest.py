@@ -13,7 +13,7 @@ VOCAB = 40
 FAMILIES = {
     "fixed_context": dict(family="fixed_context"),
     "bahdanau": dict(family="bahdanau"),
-    "luong_dot": dict(family="luong", score="dot"),
+    "luong_dot": dict(family="luong", score="dot", bidirectional=False),  # the paper's encoder
     "luong_general": dict(family="luong", score="general"),
     "luong_concat": dict(family="luong", score="concat"),
     "luong_local_m": dict(family="luong", score="general", attention="local-m", window=2),

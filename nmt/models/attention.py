@@ -124,39 +124,48 @@ SCORERS: dict[str, type[nn.Module]] = {
 class LocalWindow(nn.Module):
     """Luong et al. (2015) local attention: a window [p_t - D, p_t + D].
 
-    local-m: p_t = t. local-p: p_t = S * sigmoid(v_p^T tanh(W_p h_t)) (eq. 9),
-    and a Gaussian with sigma = D / 2 favours positions near p_t (eq. 10). The
-    Gaussian enters as the log-bias -(s - p_t)^2 / (2 sigma^2) on the scores, so
-    the shared masked softmax keeps the weights a distribution over the window
-    (the paper multiplies without renormalising).
+    local-m: p_t = t (clamped to the last source position, so a target longer than
+    its source keeps a window). local-p: p_t = S * sigmoid(v_p^T tanh(W_p h_t))
+    (eq. 9) with S the true source length, and the window's weights are multiplied
+    by exp(-(s - p_t)^2 / (2 sigma^2)), sigma = D / 2 (eq. 10). `gaussian`:
+    "multiply" is the paper (not renormalised); "renormalise" adds the Gaussian as
+    a log-bias before the window's softmax, so the weights sum to one.
     """
 
-    def __init__(self, kind: str, window: int, query_size: int):
+    def __init__(self, kind: str, window: int, query_size: int, gaussian: str = "multiply"):
         super().__init__()
-        self.kind, self.window = kind, window
+        self.kind, self.window, self.gaussian = kind, window, gaussian
         if kind == "local-p":
             self.W_p = nn.Linear(query_size, query_size, bias=False)
             self.v_p = nn.Linear(query_size, 1, bias=False)
 
-    def forward(self, query: Tensor, step: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        """query (B, T, H), step (B, T) target positions, mask (B, S).
-
-        Returns the window mask (B, T, S) and the score bias (B, T, S).
-        """
-        length = mask.sum(-1, keepdim=True).to(query.dtype)  # (B, 1)
+    def centre(self, query: Tensor, step: Tensor, mask: Tensor) -> Tensor:
+        """p_t (B, T) for query (B, T, H), step (B, T) target positions, mask (B, S)."""
+        length = mask.sum(-1, keepdim=True).to(query.dtype)  # S: (B, 1)
         if self.kind == "local-m":
-            centre = torch.minimum(step.to(query.dtype), length - 1)
-        else:
-            centre = length * torch.sigmoid(self.v_p(torch.tanh(self.W_p(query))).squeeze(-1))
-            centre = torch.minimum(centre, length - 1)
+            return torch.minimum(step.to(query.dtype), length - 1)
+        return length * torch.sigmoid(self.v_p(torch.tanh(self.W_p(query))).squeeze(-1))
+
+    def forward(self, query: Tensor, step: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """The window mask (B, T, S) and the log-Gaussian -(s - p_t)^2 / (2 sigma^2)
+        (B, T, S) (zero for local-m)."""
+        centre = self.centre(query, step, mask)
         positions = torch.arange(mask.size(1), device=query.device, dtype=query.dtype)
         distance = positions.view(1, 1, -1) - centre.unsqueeze(-1)  # (B, T, S)
-        inside = distance.abs() <= self.window
-        inside &= mask.unsqueeze(1)
+        inside = (distance.abs() <= self.window) & mask.unsqueeze(1)
         if self.kind == "local-m":
             return inside, torch.zeros_like(distance)
         sigma = self.window / 2.0
         return inside, -(distance ** 2) / (2 * sigma ** 2)
+
+    def attend(self, scores: Tensor, values: Tensor, query: Tensor, step: Tensor, mask: Tensor
+               ) -> tuple[Tensor, Tensor]:
+        """scores (B, T, S), values (B, S, D) -> context (B, T, D), weights a_t (B, T, S)."""
+        inside, log_gauss = self(query, step, mask)
+        if self.kind == "local-m" or self.gaussian == "renormalise":
+            return attend(scores + log_gauss, values, inside)
+        weights = masked_softmax(scores, inside) * torch.exp(log_gauss)  # eq. 10
+        return torch.bmm(weights, values), weights
 
 
 def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor,

@@ -33,8 +33,9 @@ class Encoder(nn.Module):
         self.dirs = 2 if cfg.bidirectional else 1
         self.out_size = cfg.hidden_size * self.dirs
 
-    def forward(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """src (B, S) -> states (B, S, dirs*H), mask (B, S), final (B, dirs*H)."""
+    def forward(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor, State]:
+        """src (B, S) -> states (B, S, dirs*H), mask (B, S), final (B, dirs*H) of the top
+        layer, and the forward direction's final h (and c) of every layer, (B, L, H) each."""
         mask = src != PAD
         lengths = mask.sum(1).cpu()
         packed = pack_padded_sequence(self.drop(self.embed(src)), lengths, batch_first=True,
@@ -43,7 +44,10 @@ class Encoder(nn.Module):
         states, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
         h_n = hidden[0] if isinstance(hidden, tuple) else hidden  # (layers*dirs, B, H)
         final = torch.cat([h_n[-d] for d in range(self.dirs, 0, -1)], dim=-1)  # (B, dirs*H)
-        return self.drop(states), mask, final
+        layers = {"h": h_n[::self.dirs].transpose(0, 1)}  # forward direction: (B, L, H)
+        if isinstance(hidden, tuple):
+            layers["c"] = hidden[1][::self.dirs].transpose(0, 1)
+        return self.drop(states), mask, final, layers
 
 
 class StackedCell(nn.Module):
@@ -57,9 +61,11 @@ class StackedCell(nn.Module):
         self.lstm = cfg.rnn_type == "lstm"
         self.drop = nn.Dropout(cfg.dropout)
 
-    def initial(self, h0: Tensor) -> State:
-        """h0 (B, L, H) -> state dict (LSTM cells start at zero)."""
-        return {"h": h0, "c": torch.zeros_like(h0)} if self.lstm else {"h": h0}
+    def initial(self, h0: Tensor, c0: Tensor | None = None) -> State:
+        """h0 (B, L, H) -> state dict (LSTM cells start at c0, or at zero)."""
+        if not self.lstm:
+            return {"h": h0}
+        return {"h": h0, "c": torch.zeros_like(h0) if c0 is None else c0}
 
     def forward(self, x: Tensor, state: State) -> tuple[Tensor, State]:
         hs, cs = [], []
@@ -78,10 +84,14 @@ class StackedCell(nn.Module):
 
 
 class _RNNModel(RNNSeq2Seq):
-    """Parts every RNN family shares: encoder, decoder embedding, init bridge, readout."""
+    """Parts every RNN family shares: encoder, decoder embedding, init bridge, readout.
+
+    `bridge_input` None: no bridge (the decoder copies the encoder's states);
+    `readout_input` None: no readout layer (the softmax reads the decoder's output).
+    """
 
     def __init__(self, src_vocab: int, tgt_vocab: int, cfg: ModelConfig, joint: bool,
-                 rnn_input: int, bridge_input: int, readout_input: int | None):
+                 rnn_input: int, bridge_input: int | None, readout_input: int | None):
         out_size = cfg.emb_size if readout_input else cfg.hidden_size
         super().__init__(src_vocab, tgt_vocab, out_size, cfg.tie_embeddings)
         self.cfg = cfg
@@ -89,9 +99,11 @@ class _RNNModel(RNNSeq2Seq):
         nn.init.normal_(self.tgt_embed.weight, std=cfg.emb_size ** -0.5)  # sane tied logits
         shared = self.tgt_embed if (joint and cfg.tie_embeddings) else None
         self.encoder = Encoder(src_vocab, cfg, shared)
-        self.bridge = nn.Linear(bridge_input, cfg.dec_layers * cfg.hidden_size)
+        self.bridge = (nn.Linear(bridge_input, cfg.dec_layers * cfg.hidden_size)
+                       if bridge_input else None)
         self.cell = StackedCell(rnn_input, cfg)
-        self.readout = nn.Linear(readout_input, cfg.emb_size) if readout_input else None
+        pieces = 2 if cfg.readout == "maxout" else 1  # maxout: 2 candidates per unit
+        self.readout = nn.Linear(readout_input, pieces * cfg.emb_size) if readout_input else None
         self.drop = nn.Dropout(cfg.dropout)
         self.tie_weights(self.tgt_embed)
 
@@ -101,8 +113,12 @@ class _RNNModel(RNNSeq2Seq):
         return h0.view(source.size(0), self.cfg.dec_layers, self.cfg.hidden_size)
 
     def _read(self, *parts: Tensor) -> Tensor:
-        """Deep output: tanh(W_o [parts]) of embedding size, fed to the softmax layer."""
-        return self.drop(torch.tanh(self.readout(torch.cat(parts, dim=-1))))
+        """Deep output of embedding size E, fed to the softmax layer: t~ = W_o [parts] + b,
+        maxout t_j = max(t~_{2j-1}, t~_{2j}) (Cho 2014 eq. 12; Bahdanau 2015 A.2.2), or tanh(t~)."""
+        pre = self.readout(torch.cat(parts, dim=-1))  # (B, 2E) maxout, (B, E) tanh
+        if self.cfg.readout == "maxout":
+            return self.drop(pre.view(*pre.shape[:-1], -1, 2).amax(-1))
+        return self.drop(torch.tanh(pre))
 
 
 class FixedContext(_RNNModel):
@@ -120,7 +136,7 @@ class FixedContext(_RNNModel):
         self.context = nn.Linear(H * (2 if cfg.bidirectional else 1), H)
 
     def encode(self, src: Tensor) -> State:
-        _, mask, final = self.encoder(src)
+        _, mask, final, _ = self.encoder(src)
         return {"mask": mask, "context": torch.tanh(self.context(final))}  # (B, H)
 
     def init_state(self, enc: State) -> State:
@@ -144,7 +160,7 @@ class Bahdanau(_RNNModel):
         self.score = AdditiveScore(H, enc_out, H)
 
     def encode(self, src: Tensor) -> State:
-        states, mask, final = self.encoder(src)
+        states, mask, final, _ = self.encoder(src)
         # s_0 = tanh(W_s h<-_1): the backward state at the first word (its last step);
         # a unidirectional encoder uses its final state instead.
         init = final[:, -self.cfg.hidden_size:]
@@ -166,28 +182,46 @@ class Bahdanau(_RNNModel):
 
 class Luong(_RNNModel):
     """Luong et al. (2015): attend with the current state h_t; attentional vector
-    h~_t = tanh(W_c [c_t; h_t]) feeds the softmax and (input feeding) the next step.
+    h~_t = tanh(W_c [c_t; h_t]) (eq. 5) feeds the softmax and (input feeding) the next step.
+
+    `memory`: "states" attends over the encoder's states h_s as they are (the paper);
+    "projected" first maps a bidirectional encoder's 2H states to H with a learned
+    matrix. `decoder_init`: "copy" starts every decoder layer from the encoder's final
+    state of the same layer (the paper; the forward direction of a bidirectional
+    encoder); "bridge" uses s_0 = tanh(W h_N) for every layer.
     """
 
     def __init__(self, src_vocab: int, tgt_vocab: int, cfg: ModelConfig, joint: bool):
         H = cfg.hidden_size
         feed = H if cfg.input_feeding else 0
         enc_out = H * (2 if cfg.bidirectional else 1)
-        super().__init__(src_vocab, tgt_vocab, cfg, joint, cfg.emb_size + feed, enc_out, None)
-        self.memory = (nn.Linear(self.encoder.out_size, H, bias=False)
-                       if self.encoder.out_size != H else nn.Identity())
-        self.score = SCORERS[cfg.score](H, H, H)
-        self.local = LocalWindow(cfg.attention, cfg.window, H) if cfg.attention != "global" else None
-        self.W_c = nn.Linear(2 * H, H, bias=False)
+        if cfg.decoder_init == "copy" and cfg.enc_layers != cfg.dec_layers:
+            raise ValueError("decoder_init copy needs enc_layers == dec_layers")
+        bridge = enc_out if cfg.decoder_init == "bridge" else None
+        super().__init__(src_vocab, tgt_vocab, cfg, joint, cfg.emb_size + feed, bridge, None)
+        projected = cfg.memory == "projected" and enc_out != H
+        self.memory = nn.Linear(enc_out, H, bias=False) if projected else nn.Identity()
+        mem = H if projected else enc_out  # size of h_s as the score and context see it
+        self.score = SCORERS[cfg.score](H, mem, H)
+        self.local = (LocalWindow(cfg.attention, cfg.window, H, cfg.gaussian)
+                      if cfg.attention != "global" else None)
+        self.W_c = nn.Linear(mem + H, H, bias=False)
 
     def encode(self, src: Tensor) -> State:
-        states, mask, final = self.encoder(src)
-        memory = self.memory(states)  # (B, S, H)
-        return {"states": memory, "mask": mask, "keys": self.score.project_keys(memory),
-                "init": final}
+        states, mask, final, layers = self.encoder(src)
+        memory = self.memory(states)  # (B, S, H or dirs*H)
+        enc = {"states": memory, "mask": mask, "keys": self.score.project_keys(memory)}
+        if self.bridge is not None:
+            enc["init"] = final
+        else:
+            enc.update({f"init_{k}": v for k, v in layers.items()})  # (B, L, H)
+        return enc
 
     def init_state(self, enc: State) -> State:
-        state = self.cell.initial(self._initial_hidden(enc["init"]))
+        if self.bridge is not None:
+            state = self.cell.initial(self._initial_hidden(enc["init"]))
+        else:
+            state = self.cell.initial(enc["init_h"], enc.get("init_c"))
         batch = enc["mask"].size(0)
         state["t"] = torch.zeros(batch, dtype=torch.long, device=enc["mask"].device)
         if self.cfg.input_feeding:
@@ -201,11 +235,11 @@ class Luong(_RNNModel):
         h, new = self.cell(inputs, {k: v for k, v in state.items() if k in ("h", "c")})
         query = h.unsqueeze(1)  # h_t: (B, 1, H)
         scores = self.score(query, enc["keys"])  # (B, 1, S)
-        mask = enc["mask"].unsqueeze(1)
-        if self.local is not None:
-            mask, bias = self.local(query, t.unsqueeze(1), enc["mask"])
-            scores = scores + bias
-        context, weights = attend(scores, enc["states"], mask)
+        if self.local is None:
+            context, weights = attend(scores, enc["states"], enc["mask"].unsqueeze(1))
+        else:
+            context, weights = self.local.attend(scores, enc["states"], query, t.unsqueeze(1),
+                                                 enc["mask"])
         attentional = self.drop(torch.tanh(self.W_c(torch.cat([context.squeeze(1), h], -1))))
         new["t"] = t + 1
         if self.cfg.input_feeding:
