@@ -1,0 +1,103 @@
+"""Vaswani et al. (2017) with known numbers: scaled dot-product attention in both code
+paths (eq. 1), multi-head splitting, sinusoidal positions (section 3.5), the scaled
+embedding and the post-norm residual."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from nmt.models.attention import scaled_dot_product
+from nmt.models.transformer import MultiHeadAttention, Sublayer, sinusoids
+from tests.numpy_ref import a, build, softmax
+from tests.test_equations_rnn import close, far
+
+Q = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 2.0, 0.0, -1.0]])  # (T=2, d_k=4)
+K = np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 1.0], [2.0, 0.0, 1.0, 0.0]])  # (S=3, 4)
+VAL = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])  # (S, 2)
+MASK = np.array([[True, True, True], [True, False, True]])  # query 2 may not see key 2
+
+
+def _expected(scale: float) -> tuple[np.ndarray, np.ndarray]:
+    scores = Q @ K.T / scale
+    weights = np.zeros((2, 3))
+    for t in range(2):
+        weights[t, MASK[t]] = softmax(scores[t, MASK[t]])
+    return weights @ VAL, weights
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_scaled_dot_product_both_paths_against_a_hand_computation(need_weights):
+    """softmax(Q K^T / sqrt(d_k)) V, d_k = 4; the fused path (no weights) and the explicit
+    one agree with numpy, and dropping the 1/sqrt(d_k) would not."""
+    q, k, v = (torch.tensor(x, dtype=torch.float32)[None, None] for x in (Q, K, VAL))
+    mask = torch.tensor(MASK)[None, None]
+    out, weights = scaled_dot_product(q, k, v, mask, need_weights)
+    right, right_w = _expected(math.sqrt(4))
+    # by hand, query 1: scores (1, 1, 3) / 2 -> softmax(0.5, 0.5, 1.5)
+    e = [math.exp(0.5), math.exp(0.5), math.exp(1.5)]
+    close(right_w[0], [x / sum(e) for x in e])
+    close(out[0, 0], right)
+    if need_weights:
+        close(weights[0, 0], right_w)
+    else:
+        assert weights is None
+    far(_expected(1.0)[0], right, by=0.05)  # the test would see a missing scale
+
+
+def test_multi_head_attention_splits_the_model_dimension_into_heads():
+    """head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V) with d_k = D / h = 2 per head,
+    concatenated and projected by W^O (identity projections here)."""
+    mha = MultiHeadAttention(4, 2, 0.0).eval()
+    with torch.no_grad():
+        for lin in (mha.q, mha.o):
+            lin.weight.copy_(torch.eye(4))
+            lin.bias.zero_()
+        mha.kv.weight.copy_(torch.cat([torch.eye(4), torch.eye(4)]))
+        mha.kv.bias.zero_()
+    x = torch.tensor(Q, dtype=torch.float32)[None]  # queries (1, 2, 4)
+    memory = torch.tensor(K, dtype=torch.float32)[None]  # keys = values (1, 3, 4)
+    k, v = mha.keys_values(memory)
+    mask = torch.ones(1, 1, 1, 3, dtype=torch.bool)
+    out, weights = mha(x, k, v, mask, need_weights=True)
+    expected = np.zeros((2, 4))
+    for head in range(2):
+        cols = slice(2 * head, 2 * head + 2)
+        for t in range(2):
+            w = softmax(Q[t, cols] @ K[:, cols].T / math.sqrt(2))
+            close(weights[0, head, t], w)
+            expected[t, cols] = w @ K[:, cols]
+    close(out[0], expected)
+
+
+@pytest.mark.parametrize(("pos", "col", "value"), [
+    (1, 0, math.sin(1.0)), (1, 1, math.cos(1.0)),  # i = 0: 10000^0 = 1
+    (10, 2, math.sin(1.0)), (10, 3, math.cos(1.0)),  # i = 1: 10000^(2/8) = 10
+    (100, 4, math.sin(1.0)), (100, 5, math.cos(1.0)),  # i = 2: 10000^(4/8) = 100
+    (3, 6, math.sin(3 / 1000)), (0, 7, 1.0), (0, 6, 0.0),
+])
+def test_sinusoidal_positions_at_known_points(pos, col, value):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(pos / 10000^(2i/D)), D = 8."""
+    assert float(sinusoids(128, 8)[pos, col]) == pytest.approx(value, abs=1e-5)
+
+
+def test_embedding_is_scaled_by_sqrt_d_and_adds_the_position_of_the_step():
+    model = build("transformer", emb_size=8, heads=2, ff_size=16, enc_layers=1, dec_layers=1)
+    ids = torch.tensor([[5, 6]])
+    x = model._embed(model.tgt_embed, ids, 3)  # positions 3 and 4
+    emb = a(model.tgt_embed.weight[ids[0]])
+    pe = np.array([[f(p / 10000 ** (2 * (c // 2) / 8)) for c, f in
+                    zip(range(8), [math.sin, math.cos] * 4)] for p in (3, 4)])
+    close(x[0], emb * math.sqrt(8) + pe)
+
+
+def test_post_norm_residual():
+    """LayerNorm(x + Sublayer(x)) with the default gain 1 and bias 0."""
+    sub = Sublayer(4, 0.0)
+    x = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
+    y = torch.tensor([[1.0, 0.0, -1.0, 2.0]])
+    z = np.array([2.0, 2.0, 2.0, 6.0])  # x + y
+    close(sub(x, y)[0], (z - z.mean()) / np.sqrt(z.var() + 1e-5))
