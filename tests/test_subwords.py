@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import sentencepiece
 from nmt.config import Config, config_from_dict
 from nmt.data.corpora import write_corpus
 from nmt.data.subwords import Vocab, encode_split, prepare_vocab
+from nmt.errors import NMTError
 from nmt.tokens import BOS, EOS, PAD, UNK
 
 DE_TEXT = ("ein eine der die das zwei drei mann frau kind hund katze mädchen junge spielt "
@@ -162,3 +164,33 @@ def test_encoded_split_cache_is_reused(root, monkeypatch):
                       encoding="utf-8")
     with pytest.raises(AssertionError, match="encoded again"):
         encode_split(cfg, vocab_dir, "val")
+
+
+def test_hypotheses_keep_the_references_characters(tmp_path, train_calls):
+    """The corpus is NFC; the default SentencePiece rule must not NFKC-fold what it emits
+    ("…" -> "...", "ﬁ" -> "fi"), or no hypothesis could match such a reference."""
+    rng = random.Random(7)
+    special = ["…", "ﬁnal", "２０", "½", "™"]
+    lines = [" ".join(rng.choice(EN_WORDS + special) for _ in range(8)) for _ in range(200)]
+    splits = {s: (_lines(DE_WORDS, 200, 1), lines) for s in ("train", "val", "test")}
+    write_corpus(tmp_path / "multi30k" / "de-en", splits, "de", "en", "test")
+    cfg = _cfg(tmp_path)
+    assert cfg.vocab.normalization == "identity"
+    vocab = Vocab.from_dir(prepare_vocab(cfg))
+    assert train_calls[-1]["normalization_rule_name"] == "identity"
+    assert vocab.normalization == "identity"
+    assert [vocab.decode_tgt(ids) for ids in vocab.encode_tgt(lines)] == lines
+    # inputs are NFC-normalised as the corpus was: a decomposed "ä" still finds its pieces
+    composed, decomposed = "mädchen läuft", unicodedata.normalize("NFD", "mädchen läuft")
+    assert vocab.encode_src([decomposed]) == vocab.encode_src([composed])
+
+    nfkc = Vocab.from_dir(prepare_vocab(_cfg(tmp_path, normalization="nmt_nfkc")))
+    assert nfkc.normalization == "nmt_nfkc"
+    assert nfkc.decode_tgt(nfkc.encode_tgt(["ﬁnal …"])[0]) == "final ..."
+    assert len({prepare_vocab(_cfg(tmp_path, normalization=n))
+                for n in ("identity", "nmt_nfkc", "nfkc_cf")}) == 3  # part of the cache key
+
+
+def test_unknown_normalization_is_rejected(tmp_path):
+    with pytest.raises(NMTError, match="vocab.normalization.*identity"):
+        _cfg(tmp_path, normalization="nfc")

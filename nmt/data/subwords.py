@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from nmt.config import Config
-from nmt.data.corpora import corpus_dir, load_split
+from nmt.data.corpora import corpus_dir, load_split, normalise
 from nmt.errors import NMTError
 from nmt.locks import file_lock
 from nmt.tokens import BOS, EOS, PAD, UNK
@@ -47,11 +47,22 @@ class Vocab:
         return self.src is self.tgt
 
     def encode_src(self, lines: list[str]) -> list[list[int]]:
-        """Source ids with EOS appended (the encoder sees where the sentence ends)."""
-        return [ids + [EOS] for ids in self.src.encode(lines)]
+        """Source ids with EOS appended (the encoder sees where the sentence ends).
+
+        Lines are normalised as corpora are on import (NFC, whitespace), so free text
+        meets the pieces the model was trained on."""
+        return [ids + [EOS] for ids in self.src.encode([normalise(x) for x in lines])]
 
     def encode_tgt(self, lines: list[str]) -> list[list[int]]:
-        return self.tgt.encode(lines)
+        return self.tgt.encode([normalise(x) for x in lines])
+
+    @property
+    def normalization(self) -> str:
+        """The SentencePiece rule the target model applies, read from its behaviour (the
+        rule's name sits in a protobuf field we do not parse)."""
+        probe = "\ufb01\u200bA\u2026"  # ligature fi, zero-width space, A, ellipsis
+        out = self.tgt.normalize(probe).replace("\u2581", " ").strip()
+        return _RULES.get(out, "unknown")
 
     def decode_tgt(self, ids: list[int]) -> str:
         return self.tgt.decode([i for i in ids if i > EOS])
@@ -68,6 +79,10 @@ class Vocab:
         if joint.is_file():
             return cls(joint, joint)
         return cls(directory / "src.model", directory / "tgt.model")
+
+
+_RULES = {"\ufb01\u200bA\u2026": "identity", "fi\u200bA...": "nfkc", "fi\u200ba...": "nfkc_cf",
+          "fi A...": "nmt_nfkc", "fi a...": "nmt_nfkc_cf"}  # the probe's output per rule
 
 
 def _load_model(path: Path):
@@ -95,6 +110,7 @@ def _train_one(lines_files: list[Path], prefix: Path, cfg: Config) -> None:
         spm.SentencePieceTrainer.train(
             input=str(text), model_prefix=str(prefix), vocab_size=cfg.vocab.size,
             model_type=cfg.vocab.model_type, character_coverage=cfg.vocab.character_coverage,
+            normalization_rule_name=cfg.vocab.normalization,
             pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS, hard_vocab_limit=False,
             input_sentence_size=2_000_000, shuffle_input_sentence=True,
             minloglevel=2, num_threads=2,
