@@ -55,6 +55,10 @@ class VocabConfig:
     # hypotheses are in the references' form; nmt_nfkc (SentencePiece's default) would emit
     # "..." for "…" and "fi" for "ﬁ". Also: nfkc, nmt_nfkc_cf, nfkc_cf (case-folded).
     normalization: str = "identity"
+    # SentencePiece normalisation rule. identity: pieces are the corpus's own NFC text, so
+    # hypotheses are in the references' form; nmt_nfkc (SentencePiece's default) would emit
+    # "..." for "…" and "fi" for "ﬁ". Also: nfkc, nmt_nfkc_cf, nfkc_cf (case-folded).
+    normalization: str = "identity"
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,14 @@ class ModelConfig:
     attention: str = "global"  # luong: global | local-m | local-p
     window: int = 10  # luong local: half-width D of the window
     input_feeding: bool = True  # luong: feed the attentional vector to the next step
+    # Departures from the papers are options whose default is the paper's (docs/faithfulness.md).
+    memory: str = "states"  # luong: attend over the encoder's states as they are (paper) |
+    #   projected: a learned map of a bidirectional encoder's 2H states to H (dot is then general)
+    decoder_init: str = "copy"  # luong: start from the encoder's final states layer by layer
+    #   (paper; a bidirectional encoder's forward ones) | bridge: s_0 = tanh(W h_N)
+    gaussian: str = "multiply"  # luong local-p: align(h_t, h_s) * Gaussian, not renormalised
+    #   (paper, eq. 10) | renormalise: the Gaussian as a log-bias inside the window's softmax
+    readout: str = "maxout"  # fixed_context, bahdanau: maxout over pairs of units (papers) | tanh
     heads: int = 4  # transformer attention heads
     ff_size: int = 1024  # transformer feed-forward size
     dropout: float = 0.1  # dropout probability
@@ -138,7 +150,12 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model.score": SCORES,
     "model.attention": ATTENTION_KINDS,
     "model.rnn_type": ("gru", "lstm"),
+    "model.memory": ("states", "projected"),
+    "model.decoder_init": ("copy", "bridge"),
+    "model.gaussian": ("multiply", "renormalise"),
+    "model.readout": ("maxout", "tanh"),
     "vocab.model_type": ("unigram", "bpe"),
+    "vocab.normalization": ("identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf"),
     "vocab.normalization": ("identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf"),
     "train.schedule": SCHEDULES,
 }
@@ -214,6 +231,21 @@ def _validate(cfg: Config, where: str) -> None:
     if cfg.model.family == "transformer" and cfg.model.emb_size % cfg.model.heads:
         raise NMTError(f"{where}: 'model.emb_size' ({cfg.model.emb_size}) must be divisible "
                        f"by 'model.heads' ({cfg.model.heads})")
+    if cfg.model.family == "luong":
+        _validate_luong(cfg.model, where)
+
+
+def _validate_luong(m: ModelConfig, where: str) -> None:
+    """The paper's settings need matching sizes; say which key to change when they do not."""
+    if m.score == "dot" and m.memory == "states" and m.bidirectional:
+        raise NMTError(f"{where}: 'model.score' dot compares h_t with the encoder's states, which "
+                       "are 2H wide with 'model.bidirectional' true: set bidirectional: false "
+                       "(the paper's encoder) or memory: projected (a learned map: dot then has "
+                       "the same function class as general)")
+    if m.decoder_init == "copy" and m.enc_layers != m.dec_layers:
+        raise NMTError(f"{where}: 'model.decoder_init' copy needs 'model.enc_layers' "
+                       f"({m.enc_layers}) == 'model.dec_layers' ({m.dec_layers}); "
+                       "set them equal or use decoder_init: bridge")
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
