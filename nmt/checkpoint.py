@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -57,13 +58,18 @@ def load_checkpoint(path: Path) -> dict:
     """Load with `weights_only=True`; anything that is not our checkpoint is one clear error."""
     if not path.is_file():
         raise NMTError(f"{path}: checkpoint not found; train first or pass another --run")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, OSError,
-            ValueError) as exc:
-        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-        raise NMTError(f"{path}: not a readable nmt checkpoint (truncated or foreign: "
-                       f"{reason})") from None
+    with warnings.catch_warnings(record=True) as caught:  # torch warns before refusing
+        warnings.simplefilter("always")
+        try:
+            payload = torch.load(path, map_location="cpu", weights_only=True)
+        except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, OSError,
+                ValueError) as exc:
+            caught.clear()  # the user sees our one line only
+            reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+            raise NMTError(f"{path}: not a readable nmt checkpoint (truncated or foreign: "
+                           f"{reason})") from None
+    for w in caught:  # a file we could read: its warnings, if any, still reach the user
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise NMTError(f"{path}: not an nmt checkpoint (no '{FORMAT}' marker)")
     return payload
