@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install test demo bench multi30k lint clean
+.PHONY: install test demo bench multi30k lint clean mutants
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ multi30k: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/throughput.py
+
+# One-line mutants of the model, search and alignment code against the fast tests
+# (scripts/mutants.py --help: --files, --limit, --sample, --only, --named, --list).
+mutants: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python scripts/mutants.py $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check nmt tests
