@@ -78,11 +78,11 @@ def test_local_window_gives_zero_outside_and_is_centred():
     assert inside[0, 1].nonzero().flatten().tolist() == list(range(16, 20))  # p_t clamped
     assert (bias == 0).all()
     local_p = LocalWindow("local-p", 4, H)
-    inside, bias = local_p(torch.randn(1, 3, H), torch.zeros(1, 3, dtype=torch.long), mask)
-    assert inside.sum(-1).max() <= 9
-    centre = bias.argmax(-1)  # the Gaussian peaks at p_t (sigma = D / 2)
-    assert inside.gather(-1, centre.unsqueeze(-1)).all()
-    torch.testing.assert_close(bias.max(-1).values, torch.zeros(1, 3), atol=0.13, rtol=0)
+    query, step = torch.randn(1, 3, H), torch.zeros(1, 3, dtype=torch.long)
+    inside, bias = local_p(query, step, mask)
+    distance = torch.arange(S) - local_p.centre(query, step, mask).unsqueeze(-1)  # (1, 3, S)
+    assert torch.equal(inside, distance.abs() <= 4)  # [p_t - D, p_t + D]
+    torch.testing.assert_close(bias, -(distance ** 2) / (2 * 2.0 ** 2))  # sigma = D / 2 = 2
 
 
 def test_missing_pad_mask_changes_outputs():
