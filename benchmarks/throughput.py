@@ -27,9 +27,9 @@ def measure(family: str, steps: int, sentences: int, threads: int, runs_dir: Pat
     from nmt.config import load_config
     from nmt.data.batching import iterate_batches, token_batches
     from nmt.data.subwords import Vocab, encode_split, prepare_vocab
-    from nmt.evaluate import translate_ids
     from nmt.models import build_model
     from nmt.train import loss_fn
+    from nmt.translate import translate_ids
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -58,7 +58,7 @@ def measure(family: str, steps: int, sentences: int, threads: int, runs_dir: Pat
     test_src = test_src[:sentences]
     trained = runs_dir / family
     if (trained / "checkpoints").is_dir():  # decode with a trained model: realistic lengths
-        from nmt.run import load_run
+        from nmt.rundir import load_run
 
         _, vocab, model, _ = load_run(trained)
     model.eval()

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from nmt.errors import NMTError
+from nmt.errors import NMTError, one_line
 
 FORMAT = "nmt-checkpoint-1"
 
@@ -65,11 +65,18 @@ def load_checkpoint(path: Path) -> dict:
         except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, OSError,
                 ValueError) as exc:
             caught.clear()  # the user sees our one line only
-            reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
             raise NMTError(f"{path}: not a readable nmt checkpoint (truncated or foreign: "
-                           f"{reason})") from None
+                           f"{one_line(exc)})") from None
     for w in caught:  # a file we could read: its warnings, if any, still reach the user
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise NMTError(f"{path}: not an nmt checkpoint (no '{FORMAT}' marker)")
     return payload
+
+
+def check_vocab(payload: dict, vocab: Any, path: Path, hint: str) -> None:
+    """A checkpoint only fits the vocabulary sizes it was trained with."""
+    sizes = (payload.get("src_vocab"), payload.get("tgt_vocab"))
+    if sizes != (vocab.src_size, vocab.tgt_size):
+        raise NMTError(f"{path}: trained with vocabularies of {sizes[0]}/{sizes[1]} pieces but "
+                       f"{hint}")

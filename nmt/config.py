@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from nmt.errors import NMTError
+from nmt.errors import NMTError, one_line
 
 FAMILIES = ("fixed_context", "bahdanau", "luong", "transformer")
 SCORES = ("dot", "general", "concat", "additive")
@@ -51,10 +51,6 @@ class VocabConfig:
     size: int = 8000  # vocabulary size (per side when not joint)
     joint: bool = True  # one vocabulary for source and target
     character_coverage: float = 1.0  # SentencePiece character coverage
-    # SentencePiece normalisation rule. identity: pieces are the corpus's own NFC text, so
-    # hypotheses are in the references' form; nmt_nfkc (SentencePiece's default) would emit
-    # "..." for "…" and "fi" for "ﬁ". Also: nfkc, nmt_nfkc_cf, nfkc_cf (case-folded).
-    normalization: str = "identity"
     # SentencePiece normalisation rule. identity: pieces are the corpus's own NFC text, so
     # hypotheses are in the references' form; nmt_nfkc (SentencePiece's default) would emit
     # "..." for "…" and "fi" for "ﬁ". Also: nfkc, nmt_nfkc_cf, nfkc_cf (case-folded).
@@ -155,7 +151,6 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model.gaussian": ("multiply", "renormalise"),
     "model.readout": ("maxout", "tanh"),
     "vocab.model_type": ("unigram", "bpe"),
-    "vocab.normalization": ("identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf"),
     "vocab.normalization": ("identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf"),
     "train.schedule": SCHEDULES,
 }
@@ -297,7 +292,7 @@ def read_yaml(path: Path | str) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        problem = getattr(exc, "problem", None) or one_line(exc)
         raise NMTError(f"{path}:{line} invalid YAML ({problem})") from None
 
 

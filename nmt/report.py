@@ -17,12 +17,12 @@ from pathlib import Path
 
 import torch
 
-from nmt.alignment import AlignmentRecord, load_alignments
+from nmt.align.io import AlignmentRecord, load_alignments
 from nmt.checkpoint import load_checkpoint
-from nmt.config import Config, config_from_dict, config_to_dict, read_yaml
+from nmt.config import Config, config_to_dict
 from nmt.errors import NMTError
 from nmt.plotting import plot_grid, plot_lines
-from nmt.run import RunDir
+from nmt.rundir import RunDir, load_config
 
 NA = "—"
 FIXED = "†"
@@ -91,19 +91,10 @@ def count_parameters(state: dict) -> int:
     return total
 
 
-def _read_config(run: RunDir) -> Config:
-    if not run.path.is_dir():
-        raise NMTError(f"{run.path}: run directory not found; pass a folder under runs/")
-    if not run.config.is_file():
-        raise NMTError(f"{run.path}: not a run directory (no config.yaml); pass a folder "
-                       "written by `nmt train`")
-    return config_from_dict(read_yaml(run.config), str(run.config))
-
-
 def load_summary(path: Path, split: str | None) -> RunSummary:
     """Config, metrics, scores of `split` (default: the config's test) and parameter count."""
     run = RunDir(path)
-    cfg = _read_config(run)
+    cfg = load_config(run.path)
     try:
         scores = run.read_scores().get(split or cfg.data.test)
         metrics = run.read_metrics()
@@ -364,7 +355,7 @@ def _load_all(run_paths: list[Path], split: str | None) -> tuple[list[RunSummary
     """Check every path first (cheap), then load; `split` defaults to the first run's test."""
     if not run_paths:
         raise NMTError("compare needs at least one run directory, e.g. runs/bahdanau")
-    configs = [_read_config(RunDir(p)) for p in run_paths]
+    configs = [load_config(p) for p in run_paths]
     split = split or configs[0].data.test
     runs = [load_summary(Path(p), split) for p in run_paths]
     names = [r.name for r in runs]

@@ -10,7 +10,6 @@ import json
 import math
 import random
 import signal
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,16 +18,19 @@ import torch
 import torch.nn.functional as F
 
 from nmt import distributed as dist
-from nmt.checkpoint import load_checkpoint, save_checkpoint
+from nmt.checkpoint import check_vocab, load_checkpoint, save_checkpoint
 from nmt.config import Config, TrainConfig, config_to_dict, save_config
 from nmt.data.batching import filter_long, iterate_batches, token_batches
 from nmt.data.corpora import load_split
-from nmt.data.subwords import PAD, Vocab, encode_split, prepare_vocab
-from nmt.errors import NMTError
-from nmt.evaluate import bleu_chrf, translate_ids
+from nmt.data.subwords import Vocab, encode_split, prepare_vocab
+from nmt.errors import NMTError, one_line
+from nmt.evaluate import bleu_chrf
 from nmt.models import build_model
 from nmt.models.base import Seq2Seq
-from nmt.run import RunDir
+from nmt.progress import TrainDisplay
+from nmt.rundir import RunDir
+from nmt.tokens import PAD
+from nmt.translate import translate_ids
 
 
 class Schedule:
@@ -157,6 +159,9 @@ class Trainer:
                                       betas=(0.9, 0.98), eps=1e-9,
                                       weight_decay=cfg.train.weight_decay)
         self.schedule, self.progress = Schedule(cfg.train), Progress()
+        t = cfg.train  # a live bar on a terminal, the plain lines otherwise
+        self.display = TrainDisplay(t.max_steps, t.max_minutes, t.max_epochs,
+                                    enabled=dist.is_main() and not quiet)
         if resume:
             self._restore()
         self._write_run_files()
@@ -179,16 +184,14 @@ class Trainer:
 
     def _restore(self) -> None:
         payload = load_checkpoint(self.run.checkpoint("last"))
-        v = self.data.vocab
-        if (payload.get("src_vocab"), payload.get("tgt_vocab")) != (v.src_size, v.tgt_size):
-            raise NMTError(f"{self.run.checkpoint('last')}: vocabulary sizes differ from the "
-                           "config's; resume with the config the run was started with")
+        check_vocab(payload, self.data.vocab, self.run.checkpoint("last"),
+                    "the config's has other sizes; resume with the config the run was started with")
         try:
             self.model.load_state_dict(payload["model"])
             self.optim.load_state_dict(payload["optimizer"])
         except (RuntimeError, ValueError, KeyError) as exc:
             raise NMTError(f"{self.run.checkpoint('last')}: does not match the config "
-                           f"({str(exc).splitlines()[0][:100]})") from None
+                           f"({one_line(exc)})") from None
         self.schedule.load_state_dict(payload["schedule"])
         self.progress = Progress(**payload["progress"])
         torch.set_rng_state(payload["rng_torch"])
@@ -214,7 +217,7 @@ class Trainer:
 
     def say(self, text: str) -> None:
         if dist.is_main() and not self.quiet:
-            print(text, file=sys.stderr, flush=True)
+            self.display.print(text)
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         d = self.data
@@ -244,7 +247,7 @@ class Trainer:
 
     def validate(self) -> dict:
         """Validation loss/perplexity on the chosen sentences, greedy BLEU and chrF."""
-        from nmt.collect import dump_training_alignments
+        from nmt.align.extract import dump_training_alignments
 
         d, model = self.data, self.model
         model.eval()
@@ -257,8 +260,11 @@ class Trainer:
                 tokens += batch.n_tokens
         hyps = translate_ids(model, d.vocab, d.valid_src, self.cfg.decode, beam=1)
         scores = bleu_chrf(hyps, d.valid_refs)
-        if self.cfg.train.align_sentences:
-            dump_training_alignments(self, self.cfg.train.align_sentences)
+        n = self.cfg.train.align_sentences
+        if n and dist.is_main():
+            step = self.progress.step
+            dump_training_alignments(model, d.vocab, d.valid_src[:n], d.valid_tgt[:n],
+                                     self.run.align / "steps" / f"step{step:08d}.npz", step)
         loss = total / max(tokens, 1)
         return {"valid_loss": loss, "valid_ppl": math.exp(min(loss, 50)), **scores}
 
@@ -275,7 +281,7 @@ class Trainer:
         return None
 
     def fit(self) -> Progress:
-        with StopRequest() as stop:
+        with StopRequest() as stop, self.display:
             reason = self._loop(stop)
         if reason == "signal":
             self.progress.elapsed = self.elapsed()
@@ -319,6 +325,9 @@ class Trainer:
                 window_tokens += batch.n_tokens
                 window_time += seconds
                 window_loss += loss * batch.n_tokens
+                self.display.update(step=p.step, epoch=p.epoch, loss=loss, tokens=batch.n_tokens,
+                                    position=p.epoch + p.batch_in_epoch / len(batches),
+                                    seconds=seconds, elapsed=self.elapsed())
                 if p.step % t.log_every == 0:
                     self._log_train(window_loss / window_tokens, window_tokens / window_time)
                     window_tokens, window_time, window_loss = 0, 0.0, 0.0
@@ -343,6 +352,7 @@ class Trainer:
         p = self.progress
         record = dist.broadcast(self.validate() if dist.is_main() else None)  # validate once
         self.schedule.observe(record["bleu"])
+        self.display.validated(record["bleu"], max(record["bleu"], p.best_bleu))
         improved = record["bleu"] > p.best_bleu
         p.best_bleu, p.stale = (record["bleu"], 0) if improved else (p.best_bleu, p.stale + 1)
         p.elapsed = elapsed = self.elapsed()

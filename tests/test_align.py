@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nmt.alignment import load_alignments
-from nmt.collect import forced_weights
+from nmt.align.extract import forced_weights
+from nmt.align.io import load_alignments
 from nmt.evaluate import evaluate_run
-from nmt.run import load_run
+from nmt.rundir import load_run
 from nmt.train import Trainer
 from tests.test_train import MODELS, tiny_config
 

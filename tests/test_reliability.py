@@ -32,7 +32,7 @@ from nmt.data.corpora import SYNTH_PAIR
 from nmt.data.subwords import encode_split, prepare_vocab
 from nmt.data.synth import write_synth
 from nmt.errors import NMTError
-from nmt.run import load_run
+from nmt.rundir import load_run
 from nmt.train import Trainer
 from tests.test_cli import run_cli
 

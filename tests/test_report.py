@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from nmt.alignment import AlignmentRecord, save_alignments
+from nmt.align.io import AlignmentRecord, save_alignments
 from nmt.checkpoint import save_checkpoint
 from nmt.config import config_from_dict, save_config
 from nmt.errors import NMTError

@@ -10,9 +10,10 @@ import torch
 
 from nmt.config import config_from_dict
 from nmt.data.corpora import SYNTH_PAIR
-from nmt.evaluate import bleu_chrf, translate_ids
-from nmt.run import load_run
+from nmt.evaluate import bleu_chrf
+from nmt.rundir import load_run
 from nmt.train import Trainer
+from nmt.translate import translate_ids
 
 MODELS = {
     "fixed_context": {"family": "fixed_context", "bidirectional": False},

@@ -99,8 +99,8 @@ def translate(
 ) -> None:
     """Translate sentences given as arguments, in a file (--input) or on stdin."""
     from nmt.data.corpora import read_lines
-    from nmt.evaluate import translate_nbest
-    from nmt.run import load_run
+    from nmt.rundir import load_run
+    from nmt.translate import translate_nbest
 
     if beam is not None and beam < 1 or n_best < 1:
         raise NMTError("--beam and --n-best must be at least 1")
@@ -128,7 +128,7 @@ def evaluate(
 ) -> None:
     """Decode a split, score it with sacreBLEU (BLEU, chrF) and dump its attention."""
     from nmt.evaluate import evaluate_run
-    from nmt.run import load_run
+    from nmt.rundir import load_run
 
     if beam is not None and beam < 1:
         raise NMTError(f"--beam must be at least 1, got {beam}")

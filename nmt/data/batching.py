@@ -16,13 +16,11 @@ class Batch:
     src: torch.Tensor  # (B, S) source ids ending in EOS, PAD after
     tgt_in: torch.Tensor  # (B, T) BOS + target ids
     tgt_out: torch.Tensor  # (B, T) target ids + EOS
-    indices: list[int]  # positions of these pairs in the split
 
     def to(self, device: torch.device) -> Batch:
         if self.src.device == device:
             return self
-        return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device),
-                     self.indices)
+        return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device))
 
     @property
     def n_tokens(self) -> int:
@@ -42,9 +40,8 @@ def pad(seqs: list[np.ndarray] | list[list[int]], prefix: int | None = None,
     return out
 
 
-def collate(src: list[np.ndarray], tgt: list[np.ndarray], indices: list[int]) -> Batch:
-    return Batch(src=pad(src), tgt_in=pad(tgt, prefix=BOS), tgt_out=pad(tgt, suffix=EOS),
-                 indices=indices)
+def collate(src: list[np.ndarray], tgt: list[np.ndarray]) -> Batch:
+    return Batch(src=pad(src), tgt_in=pad(tgt, prefix=BOS), tgt_out=pad(tgt, suffix=EOS))
 
 
 def filter_long(src: list[np.ndarray], tgt: list[np.ndarray], max_len: int) -> list[int]:
@@ -81,4 +78,4 @@ def token_batches(lengths: list[tuple[int, int]], batch_tokens: int, seed: int |
 
 def iterate_batches(src: list[np.ndarray], tgt: list[np.ndarray], batches: list[list[int]]):
     for idx in batches:
-        yield collate([src[i] for i in idx], [tgt[i] for i in idx], idx)
+        yield collate([src[i] for i in idx], [tgt[i] for i in idx])

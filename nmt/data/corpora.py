@@ -17,7 +17,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.errors import NMTError
+from nmt.errors import NMTError, one_line
 
 
 @dataclass(frozen=True)
@@ -162,8 +162,7 @@ def download_corpus(corpus: str, pair: str, root: Path) -> dict:
 
         data = datasets.load_dataset(hub_id)
     except Exception as exc:  # noqa: BLE001 - any hub failure becomes one clear line
-        reason = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
-        raise NMTError(f"could not fetch '{hub_id}' from the Hugging Face hub ({reason}); "
+        raise NMTError(f"could not fetch '{hub_id}' from the Hugging Face hub ({one_line(exc)}); "
                        f"import local files instead with --from DIR") from None
     splits = {}
     for hub_split, ours in info.hub_splits.items():

@@ -18,7 +18,7 @@ import numpy as np
 
 from nmt.config import Config
 from nmt.data.corpora import corpus_dir, load_split, normalise
-from nmt.errors import NMTError
+from nmt.errors import NMTError, one_line
 from nmt.locks import file_lock
 from nmt.tokens import BOS, EOS, PAD, UNK
 
@@ -91,8 +91,7 @@ def _load_model(path: Path):
     try:
         return spm.SentencePieceProcessor(model_file=str(path))
     except (RuntimeError, OSError) as exc:  # a truncated or foreign file
-        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-        raise NMTError(f"{path}: not a readable SentencePiece model ({reason}); restore it "
+        raise NMTError(f"{path}: not a readable SentencePiece model ({one_line(exc)}); restore it "
                        "or re-train the run") from None
 
 

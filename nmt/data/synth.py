@@ -385,11 +385,6 @@ def format_links(links: list[tuple[int, int]]) -> str:
     return " ".join(f"{i}-{j}" for i, j in links)
 
 
-def parse_links(line: str) -> list[tuple[int, int]]:
-    """Inverse of format_links."""
-    return [(int(i), int(j)) for i, j in (tok.split("-") for tok in line.split())]
-
-
 def write_synth(out_dir: pathlib.Path, seed: int = 1234, sizes: dict[str, int] | None = None) -> dict[str, int]:
     """Write {split}.src/.tgt/.gold into out_dir; return split -> number of pairs."""
     out_dir = pathlib.Path(out_dir)

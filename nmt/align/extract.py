@@ -1,0 +1,101 @@
+"""Collect attention from a model into `AlignmentRecord`s (teacher-forced).
+
+Forced mode runs the decoder on a given target (a reference, or the model's own
+translation for free mode: in eval mode the attention it computes is exactly
+the one search saw). Row t of a raw matrix is the step that *predicts* target
+piece t (the last row predicts EOS); columns are source pieces plus EOS.
+
+Word-level matrices (`word_weights`) come from one reading of the raw weights:
+RNN families have one map. For the Transformer the default is the "shifted"
+reading of Chen et al. (2020): target piece t is read at the step whose *input*
+is piece t (row t + 1), averaged over the heads of one layer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nmt.align.io import AlignmentRecord, corpus_gold, load_gold, save_alignments, write_links
+from nmt.align.metrics import alignment_summary
+from nmt.align.words import join_pieces, links_from_matrix, pieces_to_words, word_matrix
+from nmt.config import Config
+from nmt.data.batching import pad
+from nmt.data.subwords import Vocab
+from nmt.errors import NMTError
+from nmt.models.base import Seq2Seq
+from nmt.progress import tick
+from nmt.tokens import BOS, EOS, EOS_PIECE
+
+
+@torch.no_grad()
+def forced_weights(model: Seq2Seq, src_ids: list, tgt_ids: list, batch_size: int = 32
+                   ) -> list[np.ndarray]:
+    """Raw attention (L, H, T+1, S) per pair; src ids end in EOS, tgt ids do not."""
+    if not model.has_attention:
+        raise NMTError("this run's model (fixed_context) has no attention to export: the "
+                       "whole source is one vector, which is the point of that baseline")
+    model.eval()
+    out: list[np.ndarray] = [None] * len(src_ids)  # type: ignore[list-item]
+    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
+    for start in range(0, len(order), batch_size):
+        chunk = order[start:start + batch_size]
+        device = next(model.parameters()).device
+        src = pad([list(src_ids[i]) for i in chunk]).to(device)
+        tgt_in = pad([list(tgt_ids[i]) for i in chunk], prefix=BOS).to(device)
+        _, attn = model(src, tgt_in, need_attn=True)  # (B, L, H, T, S)
+        attn = attn.cpu()
+        for row, i in enumerate(chunk):
+            T, S = len(tgt_ids[i]) + 1, len(src_ids[i])
+            out[i] = attn[row, :, :, :T, :S].float().numpy()
+        tick(len(chunk))  # sentences done, for a progress bar (nmt.progress)
+    return out
+
+
+def make_record(index: int, vocab: Vocab, src: list[int], tgt: list[int], weights: np.ndarray,
+                shifted: bool | None = None, layer: int | None = None,
+                meta: dict | None = None, method: str = "argmax",
+                threshold: float = 0.0) -> AlignmentRecord:
+    """Subword weights plus their word-level reduction and argmax links."""
+    src_pieces = vocab.src_pieces([i for i in src if i != EOS])
+    tgt_pieces = vocab.tgt_pieces(list(tgt))
+    src_word_of, tgt_word_of = pieces_to_words(src_pieces), pieces_to_words(tgt_pieces)
+    words = word_matrix(weights, src_pieces, tgt_pieces, shifted, layer)
+    return AlignmentRecord(
+        index=index, src_tokens=src_pieces + [EOS_PIECE], tgt_tokens=tgt_pieces + [EOS_PIECE],
+        weights=weights, src_words=join_pieces(src_pieces, src_word_of),
+        tgt_words=join_pieces(tgt_pieces, tgt_word_of), word_weights=words,
+        links=sorted(links_from_matrix(words, method, threshold)), meta=dict(meta or {}))
+
+
+def collect(model: Seq2Seq, vocab: Vocab, src_ids: list, tgt_ids: list,
+            **kwargs) -> list[AlignmentRecord]:
+    """Forced attention of every pair as records (subword and word level, hard links)."""
+    weights = forced_weights(model, src_ids, tgt_ids)
+    return [make_record(i, vocab, list(s), list(t), w, **kwargs)
+            for i, (s, t, w) in enumerate(zip(src_ids, tgt_ids, weights))]
+
+
+def dump_split_alignments(model: Seq2Seq, vocab: Vocab, src_ids: list, tgt_ids: list,
+                          path: Path, cfg: Config) -> dict:
+    """Forced attention of a whole split, saved in the `nmt align` format, plus its
+    summary (AER against `<split>.gold` when the corpus has one, as the synthetic does)."""
+    records = collect(model, vocab, src_ids, tgt_ids,
+                      meta={"mode": "forced", "family": cfg.model.family, "run": cfg.name})
+    save_alignments(path, records)
+    write_links(path.with_suffix(".links"), records)
+    gold = corpus_gold(cfg, path.stem)
+    entries = load_gold(gold, records) if gold is not None else None
+    return alignment_summary(records, entries)
+
+
+def dump_training_alignments(model: Seq2Seq, vocab: Vocab, src_ids: list, tgt_ids: list,
+                             path: Path, step: int) -> Path | None:
+    """Attention of a few validation sentences at one training step (align/steps/)."""
+    if not model.has_attention:
+        return None
+    records = collect(model, vocab, src_ids, tgt_ids, meta={"mode": "forced", "step": step})
+    save_alignments(path, records)
+    return path

@@ -1,0 +1,58 @@
+"""Batched decoding to text: length-sorted batches, n-best lists, source clipping."""
+
+from __future__ import annotations
+
+import torch
+
+from nmt.config import DecodeConfig
+from nmt.data.batching import pad
+from nmt.data.subwords import Vocab
+from nmt.models.base import Seq2Seq
+from nmt.progress import tick
+from nmt.search import beam_search, greedy
+from nmt.tokens import EOS
+
+MAX_SOURCE = 1000  # longer inputs are cut to this many subwords before decoding
+
+
+def decode_batch(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig, beam: int,
+                 n_best: int = 1) -> list[list[tuple[list[int], float]]]:
+    """n-best (ids, score) per sentence; beam 1 runs greedy search."""
+    if beam == 1 and n_best == 1:
+        return [[(ids, 0.0)] for ids in greedy(model, src, cfg.max_len_ratio, cfg.max_len_offset)]
+    hyps = beam_search(model, src, beam, cfg.length_penalty, cfg.max_len_ratio,
+                       cfg.max_len_offset, n_best)
+    return [[(h.tokens, h.score) for h in sentence] for sentence in hyps]
+
+
+def translate_nbest(model: Seq2Seq, vocab: Vocab, src_ids: list, cfg: DecodeConfig,
+                    beam: int | None = None, n_best: int = 1
+                    ) -> list[list[tuple[str, float]]]:
+    """Translate encoded sentences in length-sorted batches, returned in input order.
+
+    An empty source (EOS only) gives an empty translation, so lines stay aligned.
+    """
+    beam = beam or cfg.beam
+    model.eval()
+    out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in src_ids]
+    todo = sorted((i for i, s in enumerate(src_ids) if len(s) > 1), key=lambda i: len(src_ids[i]))
+    tick(len(src_ids) - len(todo))  # sentences done, for a progress bar (nmt.progress)
+    for start in range(0, len(todo), cfg.batch_size):
+        chunk = todo[start:start + cfg.batch_size]
+        seqs = [clip_source(src_ids[i]) for i in chunk]
+        src = pad(seqs).to(next(model.parameters()).device)
+        for i, hyps in zip(chunk, decode_batch(model, src, cfg, beam, n_best)):
+            out[i] = [(vocab.decode_tgt(ids), score) for ids, score in hyps]
+        tick(len(chunk))
+    return out
+
+
+def clip_source(ids: list[int]) -> list[int]:
+    """Cut a source (ids ending in EOS) to MAX_SOURCE subwords, keeping its EOS."""
+    ids = list(ids)
+    return ids if len(ids) <= MAX_SOURCE else ids[:MAX_SOURCE - 1] + [EOS]
+
+
+def translate_ids(model: Seq2Seq, vocab: Vocab, src_ids: list, cfg: DecodeConfig,
+                  beam: int | None = None) -> list[str]:
+    return [nbest[0][0] for nbest in translate_nbest(model, vocab, src_ids, cfg, beam)]
