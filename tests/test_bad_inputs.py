@@ -482,7 +482,7 @@ def _(env):
 
 @case("align-negative-limit")
 def _(env):
-    return _align(env, "--run", env.run("bahdanau"), "--limit", "-1"), ["--limit", "-1"]
+    return _align(env, "--run", env.run("bahdanau"), "--limit", "-1"), ["--limit", "greater than or equal to 0"]
 
 
 # evaluate and compare ------------------------------------------------------------------

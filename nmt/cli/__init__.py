@@ -41,9 +41,12 @@ def main() -> None:
     except typer.Abort:
         sys.exit(1)
     except typer.TyperException as exc:  # usage errors (typer's own click copy, not `click`)
-        if not hasattr(exc, "show"):
+        if not hasattr(exc, "format_message"):
             raise
-        exc.show()
+        # one line, like every other input error: "Invalid value for '--beam': 0 is not ..."
+        message = " ".join(exc.format_message().split())
+        command = getattr(getattr(exc, "ctx", None), "command_path", "nmt")
+        typer.echo(f"nmt: error: {message} (see `{command} --help`)", err=True)
         sys.exit(exc.exit_code)
     if code == 130:
         typer.echo("nmt: interrupted", err=True)

@@ -94,16 +94,14 @@ def translate(
     run: RunOpt,
     sentences: Annotated[list[str] | None, typer.Argument(help="sentences to translate")] = None,
     input_: Annotated[Path | None, typer.Option("--input", "-i", help="file, one sentence a line")] = None,
-    beam: Annotated[int | None, typer.Option(help="beam size (1 = greedy)")] = None,
-    n_best: Annotated[int, typer.Option(help="hypotheses per sentence (tab: score)")] = 1,
+    beam: Annotated[int | None, typer.Option(min=1, help="beam size (1 = greedy)")] = None,
+    n_best: Annotated[int, typer.Option(min=1, help="hypotheses per sentence (tab: score)")] = 1,
 ) -> None:
     """Translate sentences given as arguments, in a file (--input) or on stdin."""
     from nmt.data.corpora import read_lines
     from nmt.rundir import load_run
     from nmt.translate import translate_nbest
 
-    if beam is not None and beam < 1 or n_best < 1:
-        raise NMTError("--beam and --n-best must be at least 1")
     if beam is not None and n_best > beam:
         raise NMTError(f"--n-best {n_best} is larger than --beam {beam}")
     cfg, vocab, model, _ = load_run(run)
@@ -123,19 +121,14 @@ def translate(
 def evaluate(
     run: RunOpt,
     split: Annotated[str | None, typer.Option(help="split name (default: the config's test)")] = None,
-    beam: Annotated[int | None, typer.Option(help="beam size (default: config)")] = None,
-    limit: Annotated[int, typer.Option(help="only the first N sentences (0 = all)")] = 0,
+    beam: Annotated[int | None, typer.Option(min=1, help="beam size (default: config)")] = None,
+    limit: Annotated[int, typer.Option(min=0, help="only the first N sentences (0 = all)")] = 0,
 ) -> None:
     """Decode a split, score it with sacreBLEU (BLEU, chrF) and dump its attention."""
     from nmt.evaluate import evaluate_run
-    from nmt.rundir import load_run
+    from nmt.rundir import load_config
 
-    if beam is not None and beam < 1:
-        raise NMTError(f"--beam must be at least 1, got {beam}")
-    if limit < 0:
-        raise NMTError(f"--limit must be 0 (all) or positive, got {limit}")
-    cfg, *_ = load_run(run)
-    split = split or cfg.data.test
+    split = split or load_config(run).data.test
     entry = evaluate_run(run, split, beam, limit)
     typer.echo(f"{split}: BLEU {entry['bleu']:.2f} chrF {entry['chrf']:.2f} "
                f"({entry['sentences']} sentences, beam {entry['beam']}, "
