@@ -21,6 +21,7 @@ from nmt.align.io import AlignmentRecord, load_alignments
 from nmt.checkpoint import load_checkpoint
 from nmt.config import Config, config_to_dict
 from nmt.errors import NMTError
+from nmt.models import MODELS
 from nmt.plotting import plot_grid, plot_lines
 from nmt.rundir import RunDir, load_config
 
@@ -62,7 +63,7 @@ class RunSummary:
 
     @property
     def has_attention(self) -> bool:
-        return self.cfg.model.family != "fixed_context"
+        return MODELS[self.cfg.model.family].has_attention
 
 
 @dataclass
