@@ -1,0 +1,110 @@
+"""Symmetrising two directional word alignments (Och & Ney 2003; Koehn et al. 2003).
+
+Both inputs are sets of ``(i, j)`` links in the *forward* order (source word i, target
+word j): `forward` from the source->target model, `backward` from the target->source
+model with its links already flipped (`flip_links`). The heuristics are Moses' (Koehn's
+pseudo-code, statmt.org/moses "Word Alignment"):
+
+- intersection: F ∩ B (high precision); union: F ∪ B (high recall);
+- grow-diag: start from F ∩ B; repeatedly add a link of F ∪ B that neighbours a link
+  already in the alignment (8-neighbourhood: left, right, up, down and the diagonals)
+  when its source word *or* its target word is still unaligned, until nothing is added;
+- grow-diag-final: grow-diag, then FINAL(F), FINAL(B): add any remaining link whose
+  source *or* target word is still unaligned;
+- grow-diag-final-and: the same, but FINAL adds a link only when its source word *and*
+  its target word are both unaligned.
+
+Iteration order follows the pseudo-code (target word j outer, source word i inner,
+neighbours in `NEIGHBOURS` order; a link added in a pass can seed more in that pass),
+so results are deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from nmt.align.io import Link
+from nmt.errors import NMTError
+
+HEURISTICS = ("intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and")
+# (d_target, d_source) offsets, in the pseudo-code's order: edges first, then diagonals
+NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
+
+
+def flip_links(links: Iterable[Link]) -> set[Link]:
+    """Links of the reverse direction, (target, source), into the forward (source, target)."""
+    return {(j, i) for i, j in links}
+
+
+class _Alignment:
+    """A growing link set that knows which source and target words are aligned."""
+
+    def __init__(self, links: Iterable[Link]):
+        self.links: set[Link] = set()
+        self.src: set[int] = set()
+        self.tgt: set[int] = set()
+        for link in links:
+            self.add(link)
+
+    def add(self, link: Link) -> None:
+        self.links.add(link)
+        self.src.add(link[0])
+        self.tgt.add(link[1])
+
+    def either_free(self, link: Link) -> bool:
+        return link[0] not in self.src or link[1] not in self.tgt
+
+    def both_free(self, link: Link) -> bool:
+        return link[0] not in self.src and link[1] not in self.tgt
+
+
+def _cells(src_len: int, tgt_len: int):
+    """Every (i, j) in the pseudo-code's order: target word outer, source word inner."""
+    return ((i, j) for j in range(tgt_len) for i in range(src_len))
+
+
+def grow_diag(alignment: _Alignment, union: set[Link], src_len: int, tgt_len: int) -> None:
+    """GROW-DIAG: add neighbours from `union` with an unaligned word until none is added."""
+    added = True
+    while added:
+        added = False
+        for i, j in _cells(src_len, tgt_len):
+            if (i, j) not in alignment.links:
+                continue
+            for dj, di in NEIGHBOURS:
+                new = (i + di, j + dj)
+                if new in union and new not in alignment.links and alignment.either_free(new):
+                    alignment.add(new)
+                    added = True
+
+
+def final(alignment: _Alignment, links: set[Link], src_len: int, tgt_len: int,
+          both: bool) -> None:
+    """FINAL(a) (`both`: FINAL-AND): add links of `links` whose words are unaligned."""
+    for cell in _cells(src_len, tgt_len):
+        if cell in links and cell not in alignment.links and (
+                alignment.both_free(cell) if both else alignment.either_free(cell)):
+            alignment.add(cell)
+
+
+def symmetrize(forward: Iterable[Link], backward: Iterable[Link], src_len: int,
+               tgt_len: int, heuristic: str = "grow-diag-final-and") -> set[Link]:
+    """One sentence's symmetrised links (source, target) from the two directions' links,
+    both in forward order; `src_len`/`tgt_len` are the sentence's lengths in words."""
+    if heuristic not in HEURISTICS:
+        raise NMTError(f"unknown symmetrisation {heuristic!r}; use one of {', '.join(HEURISTICS)}")
+    f, b = set(forward), set(backward)
+    outside = [(i, j) for i, j in f | b if not (0 <= i < src_len and 0 <= j < tgt_len)]
+    if outside:
+        raise ValueError(f"link {outside[0]} is outside a {src_len} x {tgt_len} sentence pair")
+    if heuristic == "intersection":
+        return f & b
+    if heuristic == "union":
+        return f | b
+    alignment = _Alignment(f & b)
+    grow_diag(alignment, f | b, src_len, tgt_len)
+    if heuristic != "grow-diag":
+        both = heuristic == "grow-diag-final-and"
+        final(alignment, f, src_len, tgt_len, both)
+        final(alignment, b, src_len, tgt_len, both)
+    return alignment.links
