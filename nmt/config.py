@@ -18,10 +18,48 @@ import yaml
 
 from nmt.errors import NMTError, one_line
 
-FAMILIES = ("fixed_context", "bahdanau", "luong", "transformer")
-SCORES = ("dot", "general", "concat", "additive")
-ATTENTION_KINDS = ("global", "local-m", "local-p")
-SCHEDULES = ("constant", "inverse_sqrt", "plateau")
+
+# Each field declares its own limits: `positive`, `non_negative`, `fraction`, `one_of` a
+# literal list, or `registered` in a registry that the models define (the one list of names).
+def positive(default: float) -> Any:
+    return field(default=default, metadata={"check": "positive"})
+
+
+def non_negative(default: float) -> Any:
+    return field(default=default, metadata={"check": "zero or positive"})
+
+
+def fraction(default: float) -> Any:
+    return field(default=default, metadata={"check": "in [0, 1)"})
+
+
+def one_of(default: str, *others: str) -> Any:
+    return field(default=default, metadata={"choices": (default, *others)})
+
+
+def registered(default: str, registry: str) -> Any:
+    return field(default=default, metadata={"registry": registry})
+
+
+_CHECKS = {"positive": lambda v: v > 0, "zero or positive": lambda v: v >= 0,
+           "in [0, 1)": lambda v: 0.0 <= v < 1.0}  # comparisons also reject NaN
+
+
+def registry_names(registry: str) -> tuple[str, ...]:
+    """Model families / attention scores: the names of the models' own registries."""
+    from nmt.models import MODELS  # imported when validating: models build on this module
+    from nmt.models.attention import SCORERS
+
+    return tuple({"models": MODELS, "scores": SCORERS}[registry])
+
+
+def choices(key: str) -> tuple[str, ...] | None:
+    """The valid values of a `section.name` key, or None when it takes any value."""
+    section, name = key.split(".")
+    meta = {f.name: f.metadata for f in dataclasses.fields(_SECTIONS[section])}[name]
+    if "registry" in meta:
+        return registry_names(meta["registry"])
+    return meta.get("choices")
 
 
 class _Loader(yaml.SafeLoader):
@@ -42,80 +80,80 @@ class DataConfig:
     train: str = "train"  # split names (files `{split}.{lang}`)
     valid: str = "val"
     test: str = "test"
-    max_len: int = 100  # training pairs longer than this (subwords) are dropped
+    max_len: int = positive(100)  # training pairs longer than this (subwords) are dropped
 
 
 @dataclass(frozen=True)
 class VocabConfig:
-    model_type: str = "unigram"  # SentencePiece model: unigram | bpe
-    size: int = 8000  # vocabulary size (per side when not joint)
+    model_type: str = one_of("unigram", "bpe")  # SentencePiece model: unigram | bpe
+    size: int = positive(8000)  # vocabulary size (per side when not joint)
     joint: bool = True  # one vocabulary for source and target
     character_coverage: float = 1.0  # SentencePiece character coverage
     # SentencePiece normalisation rule. identity: pieces are the corpus's own NFC text, so
     # hypotheses are in the references' form; nmt_nfkc (SentencePiece's default) would emit
     # "..." for "…" and "fi" for "ﬁ". Also: nfkc, nmt_nfkc_cf, nfkc_cf (case-folded).
-    normalization: str = "identity"
+    normalization: str = one_of("identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf")
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    family: str = ""  # fixed_context | bahdanau | luong | transformer (required)
-    emb_size: int = 256  # embedding size (transformer: d_model)
-    hidden_size: int = 256  # RNN hidden size per direction (transformer: unused)
-    enc_layers: int = 1  # encoder layers
-    dec_layers: int = 1  # decoder layers
-    rnn_type: str = "gru"  # gru | lstm (RNN families)
+    family: str = registered("", "models")  # fixed_context | bahdanau | luong | transformer (required)
+    emb_size: int = positive(256)  # embedding size (transformer: d_model)
+    hidden_size: int = positive(256)  # RNN hidden size per direction (transformer: unused)
+    enc_layers: int = positive(1)  # encoder layers
+    dec_layers: int = positive(1)  # decoder layers
+    rnn_type: str = one_of("gru", "lstm")  # gru | lstm (RNN families)
     bidirectional: bool = True  # bidirectional encoder (RNN families)
-    score: str = "general"  # attention score: dot | general | concat | additive
-    attention: str = "global"  # luong: global | local-m | local-p
-    window: int = 10  # luong local: half-width D of the window
+    score: str = registered("general", "scores")  # attention score: dot | general | concat | additive
+    attention: str = one_of("global", "local-m", "local-p")  # luong: global | local-m | local-p
+    window: int = positive(10)  # luong local: half-width D of the window
     input_feeding: bool = True  # luong: feed the attentional vector to the next step
     # Departures from the papers are options whose default is the paper's (docs/faithfulness.md).
-    memory: str = "states"  # luong: attend over the encoder's states as they are (paper) |
+    memory: str = one_of("states", "projected")  # luong: attend over the encoder's states as they are (paper) |
     #   projected: a learned map of a bidirectional encoder's 2H states to H (dot is then general)
-    decoder_init: str = "copy"  # luong: start from the encoder's final states layer by layer
+    decoder_init: str = one_of("copy", "bridge")  # luong: start from the encoder's final states layer by layer
     #   (paper; a bidirectional encoder's forward ones) | bridge: s_0 = tanh(W h_N)
-    gaussian: str = "multiply"  # luong local-p: align(h_t, h_s) * Gaussian, not renormalised
+    gaussian: str = one_of("multiply", "renormalise")  # luong local-p: align(h_t, h_s) * Gaussian, not renormalised
     #   (paper, eq. 10) | renormalise: the Gaussian as a log-bias inside the window's softmax
-    readout: str = "maxout"  # fixed_context, bahdanau: maxout over pairs of units (papers) | tanh
-    heads: int = 4  # transformer attention heads
-    ff_size: int = 1024  # transformer feed-forward size
-    dropout: float = 0.1  # dropout probability
+    readout: str = one_of("maxout", "tanh")  # fixed_context, bahdanau: maxout over pairs of units (papers) | tanh
+    heads: int = positive(4)  # transformer attention heads
+    ff_size: int = positive(1024)  # transformer feed-forward size
+    dropout: float = fraction(0.1)  # dropout probability
     tie_embeddings: bool = True  # share target embedding and output projection
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    batch_tokens: int = 4096  # target tokens per batch (length-bucketed)
-    lr: float = 1e-3  # peak learning rate (Adam)
-    schedule: str = "inverse_sqrt"  # constant | inverse_sqrt | plateau
-    warmup: int = 1000  # warmup steps (inverse_sqrt)
+    batch_tokens: int = positive(4096)  # target tokens per batch (length-bucketed)
+    lr: float = positive(1e-3)  # peak learning rate (Adam)
+    schedule: str = one_of("inverse_sqrt", "constant", "plateau")  # constant | inverse_sqrt | plateau
+    warmup: int = non_negative(1000)  # warmup steps (inverse_sqrt)
     plateau_patience: int = 2  # validations without gain before lr *= plateau_factor
-    plateau_factor: float = 0.5
-    label_smoothing: float = 0.1
-    clip: float = 1.0  # gradient norm clipping (0 = off)
-    weight_decay: float = 0.0
-    max_steps: int = 0  # 0 = no limit
-    max_epochs: int = 0  # 0 = no limit
-    max_minutes: float = 0.0  # wall-clock budget, validation included (0 = no limit)
-    valid_every: int = 500  # steps between validations
-    valid_sentences: int = 0  # validation sentences decoded for BLEU (0 = all)
-    patience: int = 0  # early stop after this many validations without BLEU gain (0 = off)
+    plateau_factor: float = positive(0.5)
+    label_smoothing: float = non_negative(0.1)
+    clip: float = non_negative(1.0)  # gradient norm clipping (0 = off)
+    weight_decay: float = non_negative(0.0)
+    max_steps: int = non_negative(0)  # 0 = no limit
+    max_epochs: int = non_negative(0)  # 0 = no limit
+    max_minutes: float = non_negative(0.0)  # wall-clock budget, validation included (0 = no limit)
+    valid_every: int = positive(500)  # steps between validations
+    valid_sentences: int = non_negative(0)  # validation sentences decoded for BLEU (0 = all)
+    patience: int = non_negative(0)  # early stop after this many validations without BLEU gain (0 = off)
     seed: int = 1234
-    threads: int = 0  # torch CPU threads (0 = torch default)
-    log_every: int = 50  # steps between progress lines
-    align_sentences: int = 3  # validation sentences whose attention is dumped each validation
-    max_bad_steps: int = 5  # consecutive non-finite losses before training stops
+    threads: int = non_negative(0)  # torch CPU threads (0 = torch default)
+    log_every: int = positive(50)  # steps between progress lines
+    align_sentences: int = non_negative(3)  # validation sentences whose attention is dumped each validation
+    max_bad_steps: int = positive(5)  # consecutive non-finite losses before training stops
 
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    beam: int = 5  # beam size (1 = greedy)
-    length_penalty: float = 1.0  # GNMT alpha; 0 = none
-    max_len_ratio: float = 1.5  # max output length = ratio * source length + offset
-    max_len_offset: int = 10
-    batch_size: int = 64  # sentences per decoding batch
-    n_best: int = 1
+    beam: int = positive(5)  # beam size (1 = greedy)
+    length_penalty: float = non_negative(1.0)  # GNMT alpha; 0 = none
+    max_len_ratio: float = positive(1.5)  # max output length = ratio * source length + offset
+    max_len_offset: int = non_negative(10)
+    batch_size: int = positive(64)  # sentences per decoding batch
+    n_best: int = positive(1)
 
 
 @dataclass(frozen=True)
@@ -141,32 +179,8 @@ class Config:
         return Path(self.runs_dir) / self.name
 
 
-CHOICES: dict[str, tuple[str, ...]] = {
-    "model.family": FAMILIES,
-    "model.score": SCORES,
-    "model.attention": ATTENTION_KINDS,
-    "model.rnn_type": ("gru", "lstm"),
-    "model.memory": ("states", "projected"),
-    "model.decoder_init": ("copy", "bridge"),
-    "model.gaussian": ("multiply", "renormalise"),
-    "model.readout": ("maxout", "tanh"),
-    "vocab.model_type": ("unigram", "bpe"),
-    "vocab.normalization": ("identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf"),
-    "train.schedule": SCHEDULES,
-}
-POSITIVE = {
-    "model.emb_size", "model.hidden_size", "model.enc_layers", "model.dec_layers",
-    "model.heads", "model.ff_size", "model.window", "vocab.size", "train.batch_tokens",
-    "train.valid_every", "train.log_every", "decode.beam", "decode.batch_size",
-    "decode.n_best", "data.max_len", "train.max_bad_steps", "train.lr", "train.plateau_factor",
-    "decode.max_len_ratio",
-}
-NON_NEGATIVE = {
-    "train.warmup", "train.max_steps", "train.max_epochs", "train.max_minutes",
-    "train.valid_sentences", "train.patience", "train.clip", "train.threads",
-    "train.label_smoothing", "train.weight_decay", "decode.length_penalty",
-    "decode.max_len_offset", "train.align_sentences",
-}
+_SECTIONS = {"data": DataConfig, "vocab": VocabConfig, "model": ModelConfig,
+             "train": TrainConfig, "decode": DecodeConfig}
 
 
 def _type_name(tp: Any) -> str:
@@ -207,19 +221,15 @@ def _build(cls: type, raw: Any, prefix: str, where: str) -> Any:
 
 
 def _validate(cfg: Config, where: str) -> None:
-    for key, choices in CHOICES.items():
-        section, name = key.split(".")
-        value = getattr(getattr(cfg, section), name)
-        if value not in choices:
-            raise NMTError(f"{where}: '{key}' is {value!r}; choose one of: {', '.join(choices)}")
-    for key in POSITIVE | NON_NEGATIVE:
-        section, name = key.split(".")
-        value = getattr(getattr(cfg, section), name)
-        if not (value > 0 if key in POSITIVE else value >= 0):  # also rejects NaN
-            need = "positive" if key in POSITIVE else "zero or positive"
-            raise NMTError(f"{where}: '{key}' must be {need}, got {value!r}")
-    if not 0.0 <= cfg.model.dropout < 1.0:
-        raise NMTError(f"{where}: 'model.dropout' must be in [0, 1), got {cfg.model.dropout!r}")
+    for section, cls in _SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            key, value = f"{section}.{f.name}", getattr(getattr(cfg, section), f.name)
+            valid = choices(key)
+            if valid is not None and value not in valid:
+                raise NMTError(f"{where}: '{key}' is {value!r}; choose one of: {', '.join(valid)}")
+            check = f.metadata.get("check")
+            if check and not _CHECKS[check](value):
+                raise NMTError(f"{where}: '{key}' must be {check}, got {value!r}")
     parts = cfg.data.pair.split("-")
     if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
         raise NMTError(f"{where}: 'data.pair' must look like 'de-en', got {cfg.data.pair!r}")
@@ -273,7 +283,7 @@ def config_from_dict(raw: dict, where: str = "config", overrides: list[str] = ()
     cfg = _build(Config, raw, "", where)
     if not cfg.model.family:
         raise NMTError(f"{where}: missing required key 'model.family'; "
-                       f"choose one of: {', '.join(FAMILIES)}")
+                       f"choose one of: {', '.join(registry_names('models'))}")
     _validate(cfg, where)
     return cfg
 

@@ -8,17 +8,20 @@ from pathlib import Path
 import pytest
 
 from nmt.config import (
-    ATTENTION_KINDS,
-    FAMILIES,
-    SCORES,
     Config,
     ModelConfig,
+    choices,
     config_from_dict,
     load_config,
     save_config,
 )
 from nmt.data.corpora import CORPORA
 from nmt.errors import NMTError
+from nmt.models import MODELS
+from nmt.models.attention import SCORERS
+
+FAMILIES, SCORES = tuple(MODELS), tuple(SCORERS)
+ATTENTION_KINDS = ("global", "local-m", "local-p")
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO / "configs").glob("*/*.yaml"))
@@ -224,3 +227,10 @@ def test_every_shipped_config_loads(path):
     assert cfg.name == path.stem
     assert cfg.model.family in FAMILIES
     assert cfg.data.corpus in {"synth", *CORPORA}
+
+
+def test_choices_come_from_the_registries_and_the_fields():
+    assert choices("model.family") == tuple(MODELS)  # one list of names: the registry
+    assert choices("model.score") == tuple(SCORERS)
+    assert choices("model.attention") == ATTENTION_KINDS
+    assert choices("model.emb_size") is None
