@@ -1,7 +1,10 @@
 """The one interface every family implements, and the one search uses.
 
-- `encode(src)` runs once per batch and returns a dict of batch-first tensors
-  (always with `mask`, (B, S) bool, True = real source position).
+- `encode(src, src_emb=None)` runs once per batch and returns a dict of batch-first
+  tensors (always with `mask`, (B, S) bool, True = real source position); given
+  `src_emb` (B, S, E), it runs from those source embeddings instead of looking
+  them up (`embed_source(src)` gives the looked-up ones): the one hook gradient
+  attributions need (nmt.align.attribution).
 - `init_state(enc)` gives the decoder state before the first step: a dict of
   batch-first tensors.
 - `step(prev, state, enc)` -> (log_probs (B, V), state, attention (B, L, H, S)).
@@ -30,6 +33,9 @@ class Seq2Seq(nn.Module):
     """Base class: subclasses define encode, init_state, step_features, decode_features."""
 
     has_attention = True
+    # How `nmt align` reads this family's attention by default (nmt.align.words.reading):
+    # "naive" (row t predicts piece t) or "shifted" (piece t read where it is the input).
+    alignment_reading = "naive"
 
     def __init__(self, src_vocab: int, tgt_vocab: int, out_size: int, tie: bool):
         super().__init__()
@@ -43,7 +49,12 @@ class Seq2Seq(nn.Module):
                 raise ValueError("tied embeddings need emb size == output feature size")
             self.out.weight = tgt_embedding.weight
 
-    def encode(self, src: Tensor) -> State:
+    def encode(self, src: Tensor, src_emb: Tensor | None = None) -> State:
+        raise NotImplementedError
+
+    def embed_source(self, src: Tensor) -> Tensor:
+        """The source embeddings (B, S, E) that `encode` looks up (before any scaling,
+        positions or dropout)."""
         raise NotImplementedError
 
     def init_state(self, enc: State) -> State:
@@ -67,12 +78,14 @@ class Seq2Seq(nn.Module):
         return F.log_softmax(self.logits(features).float(), dim=-1), state, attn
 
     def forward(self, src: Tensor, tgt_in: Tensor, need_attn: bool = False,
-                select: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+                select: Tensor | None = None, src_emb: Tensor | None = None
+                ) -> tuple[Tensor, Tensor | None]:
         """Teacher forcing: logits (B, T, V) and attention (B, L, H, T, S) or None.
 
-        With `select` (B, T) bool, logits only for those positions: (N, V).
+        With `select` (B, T) bool, logits only for those positions: (N, V); with
+        `src_emb` (B, S, E), the encoder runs from those source embeddings.
         """
-        enc = self.encode(src)
+        enc = self.encode(src, src_emb)
         features, attn = self.decode_features(enc, tgt_in, need_attn)
         if select is not None:
             features = features[select]

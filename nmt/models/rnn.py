@@ -33,12 +33,15 @@ class Encoder(nn.Module):
         self.dirs = 2 if cfg.bidirectional else 1
         self.out_size = cfg.hidden_size * self.dirs
 
-    def forward(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor, State]:
+    def forward(self, src: Tensor, emb: Tensor | None = None
+                ) -> tuple[Tensor, Tensor, Tensor, State]:
         """src (B, S) -> states (B, S, dirs*H), mask (B, S), final (B, dirs*H) of the top
-        layer, and the forward direction's final h (and c) of every layer, (B, L, H) each."""
+        layer, and the forward direction's final h (and c) of every layer, (B, L, H) each.
+        `emb` (B, S, E) replaces the looked-up embeddings of `src`."""
         mask = src != PAD
         lengths = mask.sum(1).cpu()
-        packed = pack_padded_sequence(self.drop(self.embed(src)), lengths, batch_first=True,
+        emb = self.embed(src) if emb is None else emb
+        packed = pack_padded_sequence(self.drop(emb), lengths, batch_first=True,
                                       enforce_sorted=False)
         out, hidden = self.rnn(packed)
         states, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
@@ -107,6 +110,9 @@ class _RNNModel(RNNSeq2Seq):
         self.drop = nn.Dropout(cfg.dropout)
         self.tie_weights(self.tgt_embed)
 
+    def embed_source(self, src: Tensor) -> Tensor:
+        return self.encoder.embed(src)  # (B, S, E)
+
     def _initial_hidden(self, source: Tensor) -> Tensor:
         """s_0 = tanh(W_s source) for every decoder layer: (B, L, H)."""
         h0 = torch.tanh(self.bridge(source))
@@ -135,8 +141,8 @@ class FixedContext(_RNNModel):
                          2 * H + cfg.emb_size)
         self.context = nn.Linear(H * (2 if cfg.bidirectional else 1), H)
 
-    def encode(self, src: Tensor) -> State:
-        _, mask, final, _ = self.encoder(src)
+    def encode(self, src: Tensor, src_emb: Tensor | None = None) -> State:
+        _, mask, final, _ = self.encoder(src, src_emb)
         return {"mask": mask, "context": torch.tanh(self.context(final))}  # (B, H)
 
     def init_state(self, enc: State) -> State:
@@ -159,8 +165,8 @@ class Bahdanau(_RNNModel):
                          H + enc_out + cfg.emb_size)
         self.score = AdditiveScore(H, enc_out, H)
 
-    def encode(self, src: Tensor) -> State:
-        states, mask, final, _ = self.encoder(src)
+    def encode(self, src: Tensor, src_emb: Tensor | None = None) -> State:
+        states, mask, final, _ = self.encoder(src, src_emb)
         # s_0 = tanh(W_s h<-_1): the backward state at the first word (its last step);
         # a unidirectional encoder uses its final state instead.
         init = final[:, -self.cfg.hidden_size:]
@@ -207,8 +213,8 @@ class Luong(_RNNModel):
                       if cfg.attention != "global" else None)
         self.W_c = nn.Linear(mem + H, H, bias=False)
 
-    def encode(self, src: Tensor) -> State:
-        states, mask, final, layers = self.encoder(src)
+    def encode(self, src: Tensor, src_emb: Tensor | None = None) -> State:
+        states, mask, final, layers = self.encoder(src, src_emb)
         memory = self.memory(states)  # (B, S, H or dirs*H)
         enc = {"states": memory, "mask": mask, "keys": self.score.project_keys(memory)}
         if self.bridge is not None:

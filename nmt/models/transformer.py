@@ -107,6 +107,7 @@ class Transformer(Seq2Seq):
     and cross-attention keys/values computed once in `encode`."""
 
     initial_positions = 1024  # the sinusoid table doubles on demand: no length limit
+    alignment_reading = "shifted"  # Chen et al. (2020), whatever the layer and head counts
 
     def __init__(self, src_vocab: int, tgt_vocab: int, cfg: ModelConfig, joint: bool):
         super().__init__(src_vocab, tgt_vocab, cfg.emb_size, cfg.tie_embeddings)
@@ -124,11 +125,13 @@ class Transformer(Seq2Seq):
         self.tie_weights(self.tgt_embed)
 
     def _embed(self, emb: nn.Embedding, ids: Tensor, offset: Tensor | int = 0,
-               end: int | None = None) -> Tensor:
-        """Scaled embeddings plus positions offset..; `end` bounds the last position + 1."""
+               end: int | None = None, vectors: Tensor | None = None) -> Tensor:
+        """Scaled embeddings (`vectors` instead of emb(ids) when given) plus positions
+        offset..; `end` bounds the last position + 1."""
         self._grow_positions(end or ids.size(1))
         positions = torch.arange(ids.size(1), device=ids.device) + offset  # (T,) or (B, T)
-        return self.drop(emb(ids) * self.scale + self.pe[positions])
+        vectors = emb(ids) if vectors is None else vectors
+        return self.drop(vectors * self.scale + self.pe[positions])
 
     def _grow_positions(self, length: int) -> None:
         """Extend the (deterministic) sinusoid table to at least `length` rows."""
@@ -136,9 +139,12 @@ class Transformer(Seq2Seq):
             size = max(length, 2 * self.pe.size(0))
             self.pe = sinusoids(size, self.pe.size(1)).to(self.pe.device)
 
-    def encode(self, src: Tensor) -> State:
+    def embed_source(self, src: Tensor) -> Tensor:
+        return self.src_embed(src)  # (B, S, D), unscaled
+
+    def encode(self, src: Tensor, src_emb: Tensor | None = None) -> State:
         mask = src != PAD  # (B, S)
-        x = self._embed(self.src_embed, src)
+        x = self._embed(self.src_embed, src, vectors=src_emb)
         attn_mask = mask[:, None, None, :]  # (B, 1, 1, S)
         for layer in self.enc_layers:
             x = layer(x, attn_mask)
