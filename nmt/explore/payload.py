@@ -121,7 +121,8 @@ def panel_views(rec: AlignmentRecord, spec: PanelSpec, gold: GoldAlignment | Non
         if variants is None or len(variants) != 2 * spec.layers * (spec.heads + 1):
             return {"note": "no layer/head weights for this sentence"}
         views += variants
-        aer += [sentence_aer(links_from_matrix(m), gold) for m in variants]
+        if gold is not None:
+            aer += [sentence_aer(links_from_matrix(m), gold) for m in variants]
     return {"m": quantise(views), "aer": aer if gold is not None else None}
 
 
