@@ -46,8 +46,9 @@ def synthetic_records(n: int, layers: int, heads: int, seed: int) -> list[Alignm
 
 def browser_timings(html: Path) -> str:
     try:
-        from tests.browser import chromium
         from playwright.sync_api import sync_playwright
+
+        from tests.browser import chromium
     except ImportError:
         return "browser: playwright not installed"
     if chromium() is None:

@@ -42,3 +42,16 @@ def open_page(html: Path, width: int = 1400, height: int = 900) -> Iterator[tupl
             yield page, errors
         finally:
             browser.close()
+
+
+def screenshot(page, path: Path, sentence: int = 0, word: int = 1) -> Path:
+    """Show sentence position `sentence`, point at its target word `word` in the first panel
+    and save the part of the page with the panels as a PNG."""
+    page.select_option("#sentence-list", str(sentence))
+    page.hover(f'.panel[data-panel="0"] th.tgt[data-row="{word}"]')
+    box = page.evaluate("""() => { const r = document.getElementById('panels').getBoundingClientRect();
+        return {width: Math.ceil(Math.max(r.right, document.body.scrollWidth)) + 16,
+                height: Math.ceil(r.bottom + window.scrollY) + 16}; }""")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path), clip={"x": 0, "y": 0, **box}, full_page=True)
+    return path

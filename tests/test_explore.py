@@ -16,9 +16,9 @@ from nmt.align.words import word_matrix
 from nmt.config import config_from_dict, save_config
 from nmt.errors import NMTError
 from nmt.explore import build_explorer
-from nmt.explore.payload import links_matrix, quantise
-from nmt.explore.sources import find_sources
-from tests.browser import open_page
+from nmt.explore.payload import quantise
+from nmt.explore.sources import find_sources, links_matrix
+from tests.browser import open_page, screenshot
 
 SENTENCES = [  # (source words, target words, gold "i-j" links)
     ("the dog sleeps .", "le chien dort .", "0-0 1-1 2-2 3-3"),
@@ -79,6 +79,10 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> dict:
     for rec in links_only:
         rec.word_weights[:] = 0.0
     save_alignments(align / "luong.grow-diag-final.npz", links_only)
+    eflomal = [record(k, 6, method="eflomal", symmetrize="grow-diag-final-and") for k in range(3)]
+    for rec in eflomal:  # like nmt.align.statistical: word_weights = the 0/1 link matrix
+        rec.word_weights = links_matrix(rec.links, rec.word_weights.shape)
+    save_alignments(align / "eflomal.npz", eflomal)
     page = build_explorer(runs, root / "explore.html", align_dirs=[align])
     return {"root": root, "runs": runs, "align": align, "page": page}
 
@@ -100,7 +104,8 @@ def views(entry: dict, shape: tuple[int, int]) -> np.ndarray:
 def test_panels_one_per_set_titled_by_run_and_method(workspace):
     page = workspace["page"]
     assert page.panels == ["bahdanau · attention", "transformer · attention",
-                           "luong · grow-diag-final", "luong · attention"]
+                           "eflomal (grow-diag-final-and)", "luong · grow-diag-final",
+                           "luong · attention"]
     assert page.sentences == 3 and page.bytes == workspace["root"].joinpath(
         "explore.html").stat().st_size
     assert any("fixed" in note for note in page.notes)
@@ -128,12 +133,13 @@ def test_transformer_views_reproduce_the_saved_reading(workspace):
     assert np.allclose(got[(0 * L + 1) * (H + 1) + 2], naive_l1_h2, atol=1 / 255)
 
 
-def test_link_only_set_is_a_zero_one_matrix(workspace):
+def test_link_only_sets_are_zero_one_matrices(workspace):
     data = payload(workspace["page"].path)
-    assert data["panels"][2]["kind"] == "links"
-    rec = record(1, 5)
-    got = views(data["sentences"][1]["p"][2], rec.word_weights.shape)[0]
-    assert np.array_equal(got, links_matrix(rec.links, rec.word_weights.shape))
+    assert [p["kind"] for p in data["panels"]] == ["soft", "soft", "links", "links", "soft"]
+    for panel, seed in ((2, 6), (3, 5)):
+        rec = record(1, seed)
+        got = views(data["sentences"][1]["p"][panel], rec.word_weights.shape)
+        assert np.array_equal(got[0], links_matrix(rec.links, rec.word_weights.shape))
 
 
 def test_per_sentence_aer_against_the_corpus_gold(workspace):
@@ -203,7 +209,7 @@ def test_hovering_a_target_word_lights_its_row_in_every_panel(page):
     assert all(cells == [] for cells in highlighted(page))
     page.hover('.panel[data-panel="0"] th.tgt[data-row="2"]')
     cells = highlighted(page)
-    assert len(cells) == 4 and all(c == [f"2,{i}" for i in range(4)] for c in cells)
+    assert len(cells) == 5 and all(c == [f"2,{i}" for i in range(4)] for c in cells)
     shade = page.eval_on_selector_all('.panel[data-panel="1"] .src-shade .word',
                                       "ws => ws.map(w => w.style.background)")
     assert all(shade) and len(set(shade)) > 1  # the source words shaded by row 2's weights
@@ -242,7 +248,7 @@ def test_layer_selector_changes_the_transformer_panel(page):
 
 def test_gold_outlines_where_the_gold_has_links(page):
     page.select_option("#sentence-list", "1")
-    for k in range(4):
+    for k in range(5):
         sure = page.eval_on_selector_all(f'.panel[data-panel="{k}"] td.gold-s',
                                          "tds => tds.map(t => t.dataset.col + '-' + t.dataset.row)")
         assert sorted(sure) == sorted(SENTENCES[1][2].split())
@@ -253,11 +259,26 @@ def test_difference_mode_subtracts_two_panels(page):
     page.select_option("#sentence-list", "0")
     page.check("#diff-on")
     page.select_option("#diff-a", "0")
-    page.select_option("#diff-b", "3")
-    a, b = cell_values(page, 0), cell_values(page, 3)
+    page.select_option("#diff-b", "4")
+    a, b = cell_values(page, 0), cell_values(page, 4)
     diff = cell_values(page, "diff")
     assert np.allclose([float(x) for x in diff], np.subtract(
         [float(x) for x in a], [float(x) for x in b]), atol=2e-3)
     assert any(float(x) < 0 for x in diff) and any(float(x) > 0 for x in diff)
     page.uncheck("#diff-on")
     assert page.query_selector('.panel[data-panel="diff"]') is None
+
+
+def test_keyboard_focus_moves_along_the_target_words(page):
+    page.select_option("#sentence-list", "0")
+    page.focus('.panel[data-panel="1"] th.tgt[data-row="0"]')
+    assert all(c == [f"0,{i}" for i in range(4)] for c in highlighted(page))
+    page.keyboard.press("ArrowDown")
+    assert all(c == [f"1,{i}" for i in range(4)] for c in highlighted(page))
+    page.keyboard.press("Escape")
+    assert all(c == [] for c in highlighted(page))
+
+
+def test_screenshot(page, tmp_path):
+    png = screenshot(page, tmp_path / "explorer.png", sentence=1, word=2)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

@@ -25,7 +25,7 @@ import numpy as np
 from nmt.align.io import AlignmentRecord, GoldAlignment
 from nmt.align.metrics import alignment_error_rate
 from nmt.align.words import links_from_matrix, word_matrix
-from nmt.explore.sources import RecordSet, Sources, sentence_words
+from nmt.explore.sources import RecordSet, Sources, links_matrix, sentence_words
 
 READINGS = ("naive", "shifted")
 
@@ -45,15 +45,6 @@ class PanelSpec:
 
     def to_json(self) -> dict:
         return dict(vars(self))
-
-
-def links_matrix(links: list[tuple[int, int]], shape: tuple[int, int]) -> np.ndarray:
-    """0/1 matrix (T, S) with a 1 at (j, i) for every link (i, j) inside the shape."""
-    m = np.zeros(shape, dtype=np.float32)
-    for i, j in links:
-        if 0 <= j < shape[0] and 0 <= i < shape[1]:
-            m[j, i] = 1.0
-    return m
 
 
 def variant_matrices(rec: AlignmentRecord) -> list[np.ndarray] | None:

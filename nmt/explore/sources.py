@@ -33,7 +33,8 @@ class RecordSet:
 
     @property
     def title(self) -> str:
-        return f"{self.name} · {self.method}"
+        same = self.name == self.method.split(" (")[0]  # eflomal.npz of method eflomal
+        return self.method if same else f"{self.name} · {self.method}"
 
 
 @dataclass
@@ -47,11 +48,24 @@ class Sources:
     notes: list[str] = field(default_factory=list)
 
 
+def links_matrix(links: list[tuple[int, int]], shape: tuple[int, int]) -> np.ndarray:
+    """0/1 matrix (T, S) with a 1 at (j, i) for every link (i, j) inside the shape."""
+    m = np.zeros(shape, dtype=np.float32)
+    for i, j in links:
+        if 0 <= j < shape[0] and 0 <= i < shape[1]:
+            m[j, i] = 1.0
+    return m
+
+
 def is_links_only(rec: AlignmentRecord) -> bool:
-    """True for a record of hard links only (no weights to show)."""
+    """True for a record of hard links only: meta says so (kind: links), or its word matrix
+    is empty or exactly the 0/1 matrix of its links (e.g. eflomal, symmetrised links)."""
     kind = str(rec.meta.get("kind", "")).lower()
-    return kind == "links" or bool(rec.meta.get("links_only")) or (
-        bool(rec.links) and not np.any(rec.word_weights))
+    if kind == "links" or rec.meta.get("links_only"):
+        return True
+    shape = rec.word_weights.shape
+    return bool(rec.links) and (not np.any(rec.word_weights) or np.array_equal(
+        rec.word_weights, links_matrix(rec.links, shape)))
 
 
 def load_set(path: Path, name: str | None = None) -> RecordSet:
@@ -64,6 +78,8 @@ def load_set(path: Path, name: str | None = None) -> RecordSet:
     stem = path.stem
     if stem.endswith("." + method):  # e.g. bahdanau.saliency.npz
         stem = stem[: -len(method) - 1]
+    if meta.get("symmetrize"):
+        method = f"{method} ({meta['symmetrize']})"
     return RecordSet(name=name or stem, method=method, path=path,
                      records={rec.index: rec for rec in records},
                      links_only=all(is_links_only(rec) for rec in records))
