@@ -119,6 +119,9 @@ def find_sources(runs: list[Path], split: str | None = None, align_dirs: list[Pa
 
     Gold: `gold` if given, else the corpus's `<split>.gold` of the first run directory.
     """
+    if not runs and not align_dirs:
+        raise NMTError("nothing to explore: give run directories or --align-dir folders, "
+                       "e.g. nmt explore runs/demo/* --out explore.html")
     sources = Sources(sets=[], split=split)
     for path in map(Path, runs):
         if path.is_file() and path.suffix == ".npz":
