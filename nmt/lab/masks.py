@@ -225,7 +225,7 @@ def _plot(pad_rows, curves, scores):
     fig, (ax, ax2) = new_figure(2)
     pads = [r[0] for r in pad_rows]
     ax.plot(pads, [max(r[1], 1e-9) for r in pad_rows], "o-", label="with the padding mask")
-    ax.plot(pads, [r[2] for r in pad_rows], "s-", label="without it")
+    ax.plot(pads, [max(r[2], 1e-9) for r in pad_rows], "s-", label="without it")
     ax.set_yscale("log")
     ax.set_xlabel("PAD positions after the short sentence")
     ax.set_ylabel("max |batched - alone| (0 drawn at 1e-9)")

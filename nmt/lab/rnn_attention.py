@@ -71,7 +71,7 @@ def _plot(sweep: Tensor, curves: dict[bool, Tensor]):
     fig, axes = new_figure(2)
     for ax, use_tanh in zip(axes, (False, True)):
         for j, word in enumerate(WORDS):
-            ax.plot(sweep, curves[use_tanh][:, j], label=f"'{word}'  h = {SOURCES[j]}")
+            ax.plot(sweep.numpy(), curves[use_tanh][:, j].numpy(), label=f"'{word}'  h = {SOURCES[j]}")
         ax.set_ylim(0, 1)
         ax.set_xlabel("decoder state s")
         ax.set_ylabel("attention weight")

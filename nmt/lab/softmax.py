@@ -53,9 +53,9 @@ def toy(out_dir: Path, fmt: str, run: list[Path] | None = None) -> Result:
 
     def plot():
         fig, (ax, ax2) = new_figure(2)
-        x = torch.arange(4)
-        ax.bar(x - 0.2, weights, 0.4, label="softmax of the scores (this code)")
-        ax.bar(x + 0.2, essay, 0.4, label="printed in the essay", color="tab:gray")
+        x = torch.arange(4).numpy()
+        ax.bar(x - 0.2, weights.numpy(), 0.4, label="softmax of the scores (this code)")
+        ax.bar(x + 0.2, essay.numpy(), 0.4, label="printed in the essay", color="tab:gray")
         ax.set_xticks(x.tolist(), [f"k{j + 1} {CANDIDATES[j]}" for j in range(4)], fontsize=7)
         ax.set_ylabel("weight")
         ax.set_title("weights for query [1, 0]")
@@ -123,6 +123,7 @@ def argmax_vs_softmax(out_dir: Path, fmt: str, run: list[Path] | None = None) ->
     finite differences."""
     ts = torch.linspace(-1.0, 2.0, 601, dtype=torch.float64)
     sweeps = {"softmax": _sweep(ts, hard=False), "argmax": _sweep(ts, hard=True)}
+    xs = ts.numpy()
     switches = _switch_points(ts, sweeps["argmax"]["out"])
     at_switch = {name: _sweep(torch.tensor(switches, dtype=torch.float64), name == "argmax")
                  for name in sweeps}
@@ -144,14 +145,14 @@ def argmax_vs_softmax(out_dir: Path, fmt: str, run: list[Path] | None = None) ->
     def plot():
         fig, (ax, ax2) = new_figure(2)
         for name, sw in sweeps.items():
-            ax.plot(ts, sw["out"], label=f"{name} read")
+            ax.plot(xs, sw["out"].numpy(), label=f"{name} read")
         ax.set_xlabel("t  (query = [1, 0] + t [-1, 1])")
         ax.set_ylabel("output, first coordinate")
         ax.legend()
-        ax2.plot(ts, sweeps["softmax"]["auto"], label="softmax: autograd")
-        ax2.plot(ts[::15], sweeps["softmax"]["fd"][::15], "o", ms=3,
+        ax2.plot(xs, sweeps["softmax"]["auto"].numpy(), label="softmax: autograd")
+        ax2.plot(xs[::15], sweeps["softmax"]["fd"][::15].numpy(), "o", ms=3,
                  label="softmax: finite differences")
-        ax2.plot(ts, sweeps["argmax"]["auto"], label="argmax: autograd (always 0)")
+        ax2.plot(xs, sweeps["argmax"]["auto"].numpy(), label="argmax: autograd (always 0)")
         ax2.set_xlabel("t")
         ax2.set_ylabel("d output / dt")
         for t in switches:
@@ -206,10 +207,10 @@ def gradient_check(out_dir: Path, fmt: str, run: list[Path] | None = None) -> Re
 
     def plot():
         fig, (ax, ax2) = new_figure(2)
-        x = torch.arange(len(e))
+        x = torch.arange(len(e)).numpy()
         for k, (label, vals) in enumerate((("closed form", closed), ("autograd", auto),
                                            ("finite differences", fd))):
-            ax.bar(x + (k - 1) * 0.27, vals, 0.27, label=label)
+            ax.bar(x + (k - 1) * 0.27, vals.numpy(), 0.27, label=label)
         ax.axhline(0, color="black", lw=0.6)
         ax.set_xlabel("source position j")
         ax.set_ylabel("d(g^T c) / d e_j")
@@ -253,7 +254,7 @@ def identical_sources(out_dir: Path, fmt: str, run: list[Path] | None = None) ->
         bottom = torch.zeros(len(weights), dtype=torch.float64)
         for j in range(5):
             col = torch.stack([w[j] for w in weights])
-            ax.bar([f"x{r[0]:g}" for r in rows], col, bottom=bottom, label=f"source {j + 1}")
+            ax.bar([f"x{r[0]:g}" for r in rows], col.numpy(), bottom=bottom.numpy(), label=f"source {j + 1}")
             bottom += col
         ax.set_xlabel("score scale (random scores times this)")
         ax.set_ylabel("weights (stacked)")

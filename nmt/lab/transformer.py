@@ -24,6 +24,7 @@ TINY = ModelConfig(family="transformer", emb_size=16, heads=2, ff_size=32, dropo
 SMALL = ModelConfig(family="transformer", emb_size=128, heads=4, ff_size=256, enc_layers=2,
                     dec_layers=2, dropout=0.0)
 VOCAB = 60
+LENGTHS = (16, 32, 64, 128, 256)  # kv-cache: tokens generated per timing
 
 
 def small_transformer(seed: int = 0) -> Transformer:
@@ -80,7 +81,7 @@ def permutation(out_dir: Path, fmt: str, run: list[Path] | None = None) -> Resul
 
 def _plot_permutation(rows):
     fig, (ax,) = new_figure(1, width=6.0)
-    x = torch.arange(len(rows))
+    x = torch.arange(len(rows)).numpy()
     for k, (col, label) in enumerate(((1, "'I love you' reversed"), (2, "random permutations"))):
         ax.bar(x + (k - 0.5) * 0.35, [max(r[col], 1e-18) for r in rows], 0.35, label=label)
     ax.set_xticks(x.tolist(), [r[0] for r in rows])
@@ -130,12 +131,12 @@ def positions(out_dir: Path, fmt: str, run: list[Path] | None = None) -> Result:
 
 def _plot_positions(table: Tensor, m: Tensor):
     fig, (ax, ax2) = new_figure(2)
-    im = ax.imshow(table.T, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
+    im = ax.imshow(table.T.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
     ax.set_xlabel("position p")
     ax.set_ylabel("dimension (sin, cos pairs)")
     ax.set_title("sinusoids(64, 16): the model's table")
     fig.colorbar(im, ax=ax)
-    im2 = ax2.imshow(m, cmap="RdBu_r", vmin=-1, vmax=1)
+    im2 = ax2.imshow(m.numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
     ax2.set_title("M_4: PE(p + 4) = PE(p) M_4, every p")
     ax2.set_xlabel("output dimension")
     ax2.set_ylabel("input dimension")
@@ -179,7 +180,7 @@ def kv_cache(out_dir: Path, fmt: str, run: list[Path] | None = None) -> Result:
     diff = float((cached - recomputed).abs().max())
     diff_forced = float((cached - forced).abs().max())
     _time_per_token(model, src, 8)  # warm-up: first calls allocate
-    rows = [[length, *_time_per_token(model, src, length)] for length in (16, 32, 64, 128, 256)]
+    rows = [[length, *_time_per_token(model, src, length)] for length in LENGTHS]
     rows = [r + [r[2] / r[1]] for r in rows]
     passed = diff < 1e-5 and diff_forced < 1e-5 and bool((tokens == tokens_re).all())
     check = (f"over 64 greedy steps the cached log-probs match recomputing the prefix to "

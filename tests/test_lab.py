@@ -1,0 +1,263 @@
+"""`nmt lab`: each experiment's property is asserted here, not just that it ran.
+
+The lab computes with the project's attention code, so these tests also fail when
+that code breaks (masked_softmax, attend, AdditiveScore, scaled_dot_product, the
+Transformer's layers, sinusoids, cached step).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import nmt.cli
+from nmt.errors import NMTError
+from nmt.lab import masks, rnn_attention, scaling, softmax, trained, transformer
+from nmt.lab.base import Result
+from nmt.lab.names import ExperimentName
+from nmt.lab.registry import EXPERIMENTS, run_experiment
+from nmt.lab.report import write_report
+from nmt.models.attention import attend, masked_softmax, override_weights, scaled_dot_product
+from tests.conftest import random_batch, tiny_model
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def no_demo_runs(monkeypatch, tmp_path):
+    """Trained-run experiments must not pick up a real runs/demo from the checkout."""
+    monkeypatch.setattr(trained, "DEMO_BOTTLENECK", (tmp_path / "none_a", tmp_path / "none_b"))
+    monkeypatch.setattr(trained, "DEMO_ATTENTION", (tmp_path / "none_c",))
+
+
+def test_registry_matches_the_cli_names():
+    assert set(EXPERIMENTS) == {n.value for n in ExperimentName}
+    for name, entry in EXPERIMENTS.items():
+        assert entry.claim.endswith(".") and entry.not_shown.endswith("."), name
+    assert {n for n, e in EXPERIMENTS.items() if e.needs_run} == {
+        "bottleneck", "attention-is-not-explanation"}
+
+
+def test_softmax_toy_gives_the_correct_weights_not_the_essays(tmp_path):
+    r = softmax.toy(tmp_path, "png")
+    weights = [row[2] for row in r.rows]
+    assert weights == pytest.approx([0.467, 0.283, 0.172, 0.077], abs=1e-3)
+    assert max(abs(w - e) for w, e in zip(weights, softmax.ESSAY_WEIGHTS)) > 0.03
+    assert r.rows[3][4] == pytest.approx(-0.40, abs=0.01)  # the 4th score the essay implies
+    assert r.passed and r.figures[0].is_file()
+
+
+def test_saturation_unscaled_entropy_collapses(tmp_path, monkeypatch):
+    monkeypatch.setattr(scaling, "SAMPLES", 200)
+    r = scaling.saturation(tmp_path, "svg")
+    v = r.values
+    assert v["entropy_raw_512"] < 0.25 * v["entropy_scaled_512"]
+    assert v["grad_raw_1024"] < 0.3 * v["grad_scaled_1024"]
+    assert v["ten_x_weight"] > 0.999
+    for row in r.rows:  # var(q.k) grows like d; fused and explicit paths agree
+        assert 0.8 < row[1] / row[0] < 1.2 and row[8] < 1e-5
+    assert r.passed and r.figures[0].read_text().lstrip().startswith("<?xml")
+
+
+def test_argmax_read_has_no_gradient_softmax_matches_finite_differences(tmp_path):
+    r = softmax.argmax_vs_softmax(tmp_path, "png")
+    assert r.values["soft_fd_error"] < 1e-8
+    assert r.values["hard_autograd_max"] == 0
+    assert r.values["hard_pieces"] >= 2 and r.values["hard_fd_at_switch"] > 1e3
+    assert r.passed
+
+
+def test_stability_naive_overflows_masked_softmax_does_not(tmp_path):
+    x = torch.tensor([1000.0, 999.0, 998.0])
+    assert not torch.isfinite(scaling.naive_softmax(x)).all()
+    w = masked_softmax(x, torch.ones(3, dtype=torch.bool))
+    assert torch.isfinite(w).all()
+    assert w.tolist() == pytest.approx(torch.softmax(torch.tensor([2.0, 1.0, 0.0]), -1).tolist(),
+                                       abs=1e-6)
+    r = scaling.stability(tmp_path, "png")
+    assert r.values["shift_error_float64"] < 1e-12 and r.passed
+
+
+def test_tanh_free_weights_ignore_the_state(tmp_path):
+    assert rnn_attention.hand_set_score(False).use_tanh is False
+    states = torch.linspace(-3, 3, 13, dtype=torch.float64)
+    flat, _ = rnn_attention.read_at(states, use_tanh=False)
+    moving, _ = rnn_attention.read_at(states, use_tanh=True)
+    assert (flat - flat[0]).abs().max() < 1e-12
+    assert (moving.amax(0) - moving.amin(0)).max() > 0.2
+    r = rnn_attention.tanh(tmp_path, "png")
+    rows = {(row[0], row[1]): row for row in r.rows}
+    assert rows["without tanh", -1.0][2:] == pytest.approx(rows["without tanh", 1.0][2:], abs=1e-12)
+    assert rows["with tanh", -1.0][2] > rows["with tanh", -1.0][4]  # s = -1 reads 'I'
+    assert rows["with tanh", 1.0][4] > rows["with tanh", 1.0][2]  # s = +1 reads 'cats'
+    assert r.passed
+
+
+def test_gradient_check_three_ways_agree(tmp_path):
+    r = softmax.gradient_check(tmp_path, "png")
+    assert r.values["max_diff"] < 1e-8 and r.passed
+    assert sum(row[2] for row in r.rows) == pytest.approx(0, abs=1e-12)
+
+
+def test_identical_sources_any_weights_same_context(tmp_path):
+    r = softmax.identical_sources(tmp_path, "png")
+    assert r.values["max_context_error"] < 1e-12 and r.values["max_score_grad"] < 1e-12
+    assert r.values["weight_spread"] > 0.5 and r.passed
+
+
+def test_permutation_equivariance_and_what_breaks_it(tmp_path):
+    r = transformer.permutation(tmp_path, "png")
+    assert r.values["error_plain"] < 1e-6
+    assert r.values["error_positions"] > 1e-2 and r.values["error_causal"] > 1e-2
+    assert r.passed
+
+
+def test_positions_offset_is_one_linear_map(tmp_path):
+    table = transformer.sinusoids(200, 16).double()
+    for k in (1, 7, 30):
+        assert (table[k:100 + k] - table[:100] @ transformer.rotation(k, 16)).abs().max() < 1e-5
+    r = transformer.positions(tmp_path, "png")
+    assert r.values["max_error_128"] < 1e-5 and r.passed
+
+
+def test_masks_padding_and_causal(tmp_path, monkeypatch):
+    rows, agree = masks.padding_rows(transformer.small_transformer())
+    assert agree < 1e-5  # the lab's encoder helper computes what `encode` does
+    assert max(r[1] for r in rows) < 1e-5  # with the mask: batched == alone
+    assert all(r[2] > 1e-3 for r in rows[1:]) and rows[-1][3] > 0.1  # without: it moves
+    model = tiny_model("transformer")
+    peek = masks.peeking(model)
+    src, tgt = [5, 6, 7, masks.EOS], [8, 9, 10, 11]
+    assert masks.future_leak(model, src, tgt) == 0
+    assert masks.future_leak(peek, src, tgt) > 1e-4
+    # end to end on a freshly generated corpus, few steps (the collapse needs the full run)
+    monkeypatch.setattr(masks, "DATA_ROOT", tmp_path / "data")
+    monkeypatch.setattr(masks, "STEPS", 12)
+    r = masks.masks(tmp_path, "png")
+    assert r.values["padding_with_mask"] < 1e-5 and r.values["leak_causal"] == 0
+    assert r.values["leak_peeking"] > 0 and r.figures[0].is_file()
+    assert (tmp_path / "data" / "synth" / "src-tgt" / "train.src").is_file()
+
+
+def test_kv_cache_equals_recompute(tmp_path, monkeypatch):
+    model = transformer.small_transformer()
+    src = torch.tensor([[5, 9, 12, 7, transformer.EOS]])
+    tokens, cached = transformer.generate(model, src, 24, cached=True)
+    tokens_re, recomputed = transformer.generate(model, src, 24, cached=False)
+    assert (cached - recomputed).abs().max() < 1e-5 and torch.equal(tokens, tokens_re)
+    monkeypatch.setattr(transformer, "LENGTHS", (4, 8))
+    r = transformer.kv_cache(tmp_path, "png")
+    assert r.values["max_diff"] < 1e-5 and r.values["max_diff_forced"] < 1e-5 and r.passed
+    assert [row[0] for row in r.rows] == [4, 8]
+
+
+def test_override_weights_hook_reaches_both_attention_paths():
+    g = torch.Generator().manual_seed(0)
+    scores, values = torch.randn(2, 3, 4, generator=g), torch.randn(2, 4, 5, generator=g)
+    mask = torch.tensor([[True] * 4, [True, True, False, False]])[:, None, :]
+    plain, _ = attend(scores, values, mask)
+    with override_weights(trained.uniform):
+        ctx, w = attend(scores, values, mask)
+    assert torch.allclose(ctx[1], values[1, :2].mean(0).expand(3, 5), atol=1e-6)
+    assert torch.equal(attend(scores, values, mask)[0], plain)  # gone after the block
+    q, k, v = (torch.randn(1, 2, 3, 8, generator=g) for _ in range(3))
+    full = torch.ones(1, 1, 1, 3, dtype=torch.bool)
+    with override_weights(trained.uniform):
+        out, _ = scaled_dot_product(q, k, v, full, need_weights=True)
+        fused, _ = scaled_dot_product(q, k, v, full, need_weights=False)
+    assert torch.allclose(out, v.mean(2, keepdim=True).expand_as(out), atol=1e-6)
+    assert not torch.allclose(fused, out, atol=1e-3)  # the fused path is left alone
+
+
+def test_permuted_weights_stay_on_allowed_positions():
+    w = torch.tensor([[0.5, 0.3, 0.2, 0.0, 0.0]] * 4)
+    mask = w > 0
+    out = trained.permuted(3)(w, mask)
+    assert (out[:, 3:] == 0).all()
+    for row in out:
+        assert sorted(row[:3].tolist()) == pytest.approx([0.2, 0.3, 0.5])
+
+
+@pytest.mark.parametrize("family", ["bahdanau", "transformer"])
+def test_intervention_control_is_exact_and_swaps_move_the_output(family):
+    model = tiny_model(family)
+    src = random_batch()[0]
+    from nmt.search import greedy
+
+    res = trained.intervene(model, src, greedy(model, src))
+    assert res["same weights (control)"][0] < 1e-6
+    assert res["uniform"][0] > 0 and 0 <= res["uniform"][1] <= 1
+    if family == "transformer":
+        assert {"next head's weights", "previous layer's weights"} <= set(res)
+
+
+def _fake_run(root: Path, family: str, bleus: list[float]) -> Path:
+    run = root / family
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text(f"model: {{family: {family}}}\n")
+    buckets = [{"bucket": b, "sentences": 50, "bleu": x}
+               for b, x in zip(("1-9", "10-19", "20-29"), bleus)]
+    (run / "scores.json").write_text(json.dumps({"test": {"by_length": buckets}}))
+    return run
+
+
+def test_bottleneck_compares_relative_drops(tmp_path, no_demo_runs):
+    fixed = _fake_run(tmp_path / "a", "fixed_context", [30.0, 15.0, 6.0])
+    attn = _fake_run(tmp_path / "a", "bahdanau", [40.0, 36.0, 32.0])
+    r = trained.bottleneck(tmp_path / "out", "png", run=[fixed, attn])
+    assert r.passed and r.values["drop_fixed_context"] == pytest.approx(0.8)
+    worse = _fake_run(tmp_path / "b", "bahdanau", [40.0, 10.0, 2.0])
+    assert trained.bottleneck(tmp_path / "out", "png", run=[fixed, worse]).passed is False
+    assert trained.bottleneck(tmp_path / "out", "png").passed is None  # skipped
+    with pytest.raises(NMTError, match="needs --run"):
+        run_experiment("bottleneck", tmp_path / "out")
+    with pytest.raises(NMTError, match="takes no --run"):
+        run_experiment("tanh", tmp_path / "out", runs=[fixed])
+
+
+def test_report_embeds_every_figure(tmp_path):
+    r1 = softmax.toy(tmp_path, "png")
+    r2 = rnn_attention.tanh(tmp_path, "svg")
+    r3 = Result("bottleneck", [], [], [], None, "needs --run")
+    md = write_report([r1, r2, r3], tmp_path, {"softmax-toy": 0.1})
+    text, page = md.read_text(), (tmp_path / "report.html").read_text()
+    assert "## softmax-toy" in text and "![softmax-toy](softmax_toy.png)" in text
+    assert "SKIPPED" in text and "What it does not show" in text
+    assert page.count("data:image/png;base64,") == 1 and page.count("<svg") == 1
+    assert "<?xml" not in page
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    old, sys.argv = sys.argv, ["nmt", *map(str, args)]
+    try:
+        nmt.cli.main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.argv = old
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_lab_list_and_run(capsys, tmp_path, no_demo_runs):
+    code, out, _ = run_cli(capsys, "lab", "list")
+    assert code == 0 and all(name in out for name in EXPERIMENTS)
+    code, out, _ = run_cli(capsys, "lab", "run", "softmax-toy", "--out", tmp_path / "lab")
+    assert code == 0 and "PASS" in out and "0.4674" in out
+    assert (tmp_path / "lab" / "softmax_toy.png").is_file()
+    code, _, err = run_cli(capsys, "lab", "run", "bottleneck", "--out", tmp_path / "lab")
+    assert code == 2 and err.startswith("nmt: error: bottleneck: needs --run")
+    code, _, err = run_cli(capsys, "lab", "run", "softmax-toy", "--format", "gif")
+    assert code == 2 and "gif" in err
