@@ -41,7 +41,8 @@ EQUATIONS = ["tests/test_equations_rnn.py", "tests/test_equations_luong.py",
 # The fast tests that should kill a mutant of each file (globs; missing files are skipped).
 TESTS = {
     "nmt/models/": EQUATIONS + ["tests/test_attention.py", "tests/test_models.py",
-                                "tests/test_equations_search.py", "tests/test_search.py"],
+                                "tests/test_equations_search.py", "tests/test_search.py",
+                                "tests/test_limits.py"],
     "nmt/search.py": ["tests/test_equations_search.py", "tests/test_search.py",
                       "tests/test_limits.py"],
     "nmt/align/": ["tests/test_equations_align.py", "tests/test_alignment.py"],

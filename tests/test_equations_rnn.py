@@ -33,13 +33,17 @@ def test_additive_score_known_numbers():
     fill(score.W.bias, [0.5, -0.5])
     fill(score.U.weight, [[1, -1], [0, 1]])
     fill(score.v.weight, [[1, -2]])
-    q = torch.tensor([[[1.0, -1.0]]])  # (B=1, T=1, 2): W q + b = (1.5, -2.5)
+    # two queries (B=1, T=2): W q + b = (1.5, -2.5) and (0.5, -0.5)
+    q = torch.tensor([[[1.0, -1.0], [0.0, 0.0]]])
     keys = torch.tensor([[[0.0, 0.0], [1.0, 2.0], [-1.0, 0.5]]])  # U k = (0,0), (-1,2), (-1.5,.5)
-    e = score(q, score.project_keys(keys))[0, 0]
+    e = score(q, score.project_keys(keys))[0]  # (T, S)
     by_hand = [math.tanh(1.5) - 2 * math.tanh(-2.5),
                math.tanh(0.5) - 2 * math.tanh(-0.5),
                math.tanh(0.0) - 2 * math.tanh(-2.0)]
-    close(e, by_hand)
+    close(e[0], by_hand)
+    close(e[1], [math.tanh(0.5) - 2 * math.tanh(-0.5), math.tanh(-0.5) - 2 * math.tanh(1.5),
+                 math.tanh(-1.0) - 2 * math.tanh(0.0)])
+    e = e[0]
     _, w = attend(e.view(1, 1, 3), keys, torch.tensor([[[True, True, False]]]))
     close(w[0, 0], list(softmax(np.array(by_hand[:2]))) + [0.0])
 
@@ -88,6 +92,15 @@ def test_bahdanau_initial_state_reads_the_first_backward_state():
     for b in range(2):
         back_first = a(enc["states"][b, 0, 3:])
         close(s0[b, 0], np.tanh(a(model.bridge.weight) @ back_first + a(model.bridge.bias)))
+
+
+def test_bahdanau_unidirectional_encoder_starts_from_its_final_state():
+    model = build("bahdanau", emb_size=2, hidden_size=3, bidirectional=False)
+    enc = model.encode(source())
+    s0 = model.init_state(enc)["h"]
+    for b, n in enumerate(LENGTHS):
+        last = a(enc["states"][b, n - 1])
+        close(s0[b, 0], np.tanh(a(model.bridge.weight) @ last + a(model.bridge.bias)))
 
 
 def test_fixed_context_vector_and_its_use_at_every_step():
@@ -151,3 +164,6 @@ def test_departure_options_default_to_the_papers_and_are_validated():
     with pytest.raises(NMTError, match="enc_layers.*dec_layers"):
         _config(family="luong", enc_layers=2, dec_layers=1)
     _config(family="luong", enc_layers=2, dec_layers=1, decoder_init="bridge")
+    with pytest.raises(ValueError, match="enc_layers == dec_layers"):
+        build("luong", enc_layers=2, dec_layers=1)  # built without the config's validation
+    assert build("luong", enc_layers=2, dec_layers=1, decoder_init="bridge").bridge is not None

@@ -101,3 +101,39 @@ def test_post_norm_residual():
     y = torch.tensor([[1.0, 0.0, -1.0, 2.0]])
     z = np.array([2.0, 2.0, 2.0, 6.0])  # x + y
     close(sub(x, y)[0], (z - z.mean()) / np.sqrt(z.var() + 1e-5))
+
+
+def _distinct_norms(model) -> None:
+    """Give every LayerNorm its own gain and bias, so swapping two of them shows."""
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.LayerNorm):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+
+
+def test_layers_chain_their_sublayers_each_with_its_own_norm():
+    """Encoder: x -> LN_1(x + SelfAttn(x)) -> LN_2(. + FFN(.)); decoder: masked self-attention,
+    cross-attention, FFN, each followed by its own residual LayerNorm (3.1)."""
+    model = build("transformer", emb_size=8, heads=2, ff_size=16, enc_layers=1, dec_layers=1)
+    _distinct_norms(model)
+
+    def ln(sub, z):
+        return torch.nn.functional.layer_norm(z, (8,), sub.norm.weight, sub.norm.bias)
+
+    x, memory = torch.randn(1, 3, 8), torch.randn(1, 4, 8)
+    enc = model.enc_layers[0]
+    full = torch.ones(1, 1, 1, 3, dtype=torch.bool)
+    k, v = enc.attn.keys_values(x)
+    y = ln(enc.sub1, x + enc.attn(x, k, v, full, True)[0])
+    close(enc(x, full), a(ln(enc.sub2, y + enc.ff(y))))
+    dec = model.dec_layers[0]
+    causal = torch.ones(3, 3, dtype=torch.bool).tril()[None, None]
+    cross = torch.ones(1, 1, 1, 4, dtype=torch.bool)
+    k, v = dec.self_attn.keys_values(x)
+    ck, cv = dec.cross.keys_values(memory)
+    y1 = ln(dec.subs[0], x + dec.self_attn(x, k, v, causal, True)[0])
+    y2 = ln(dec.subs[1], y1 + dec.cross(y1, ck, cv, cross, True)[0])
+    out, _ = dec(x, k, v, causal, ck, cv, cross, True)
+    close(out, a(ln(dec.subs[2], y2 + dec.ff(y2))))

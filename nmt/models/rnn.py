@@ -31,7 +31,6 @@ class Encoder(nn.Module):
                                       dropout=cfg.dropout if cfg.enc_layers > 1 else 0.0)
         self.drop = nn.Dropout(cfg.dropout)
         self.dirs = 2 if cfg.bidirectional else 1
-        self.out_size = cfg.hidden_size * self.dirs
 
     def forward(self, src: Tensor, emb: Tensor | None = None
                 ) -> tuple[Tensor, Tensor, Tensor, State]:

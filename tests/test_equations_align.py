@@ -1,0 +1,79 @@
+"""Readings of attention as alignments, on hand-built tensors with known answers:
+naive (row t predicts target piece t) against shifted (Chen et al. 2020: piece t is
+read at the step whose input is piece t, row t + 1), the default layer (the
+penultimate one, heads averaged), and the word-level matrix of one reading."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nmt.align.export import AlignOptions
+from nmt.align.words import reading, word_matrix
+from nmt.errors import NMTError
+
+
+def coded(L: int, H: int, rows: int, S: int) -> np.ndarray:
+    """w[l, h, r, s] = 1000 l + 100 h + 10 r + s: every cell says where it came from."""
+    layer, h, r, s = np.meshgrid(*(np.arange(n) for n in (L, H, rows, S)), indexing="ij")
+    return (1000 * layer + 100 * h + 10 * r + s).astype(np.float64)
+
+
+def test_transformer_default_is_the_penultimate_layer_head_average_shifted():
+    w = coded(3, 2, 4, 2)  # 3 layers, 2 heads, T + 1 = 4 rows (3 pieces + EOS), S = 2
+    # layer 1, mean over heads 0 and 1 = 1000 + 50; shifted: rows 1..3
+    expected = np.array([[1050 + 10 * r + s for s in range(2)] for r in (1, 2, 3)])
+    np.testing.assert_array_equal(reading(w), expected)
+    np.testing.assert_array_equal(reading(w, shifted=True, layer=1), expected)
+
+
+def test_naive_reading_takes_rows_0_to_t_minus_1():
+    w = coded(3, 2, 4, 2)
+    expected = np.array([[1050 + 10 * r + s for s in range(2)] for r in (0, 1, 2)])
+    np.testing.assert_array_equal(reading(w, shifted=False), expected)
+    assert not np.array_equal(reading(w, shifted=False), reading(w, shifted=True))
+
+
+@pytest.mark.parametrize(("layer", "base"), [(0, 50), (2, 2050), (-1, 2050), (-3, 50)])
+def test_a_chosen_layer(layer, base):
+    w = coded(3, 2, 4, 2)
+    expected = np.array([[base + 10 * r + s for s in range(2)] for r in (1, 2, 3)])
+    np.testing.assert_array_equal(reading(w, layer=layer), expected)
+
+
+def test_a_layer_out_of_range_names_the_valid_ones():
+    with pytest.raises(NMTError, match=r"--layer 3: .* 3 decoder layers \(0\.\.2\)"):
+        reading(coded(3, 2, 4, 2), layer=3)
+
+
+def test_single_map_families_read_naively_without_the_eos_row():
+    w = coded(1, 1, 4, 2)  # RNN families: L = H = 1, row t predicts piece t
+    np.testing.assert_array_equal(reading(w), w[0, 0, :3])
+    np.testing.assert_array_equal(reading(w, shifted=True), w[0, 0, 1:])
+    one_layer = coded(1, 2, 4, 2)  # a 1-layer Transformer: layer 0, shifted
+    np.testing.assert_array_equal(reading(one_layer), one_layer[0].mean(0)[1:])
+
+
+def test_word_matrix_of_the_shifted_reading_known_answer():
+    """Target pieces ▁a ▁b c, source pieces ▁x y ▁z + EOS; one layer, one head would be
+    naive, so two heads that agree: the shifted rows 1..3 are used."""
+    rows = np.array([
+        [1.0, 0.0, 0.0, 0.0],  # row 0 (input BOS): only the naive reading uses it
+        [0.1, 0.1, 0.6, 0.2],  # row 1 (input ▁a): piece ▁a
+        [0.5, 0.3, 0.1, 0.1],  # row 2 (input ▁b): piece ▁b
+        [0.2, 0.2, 0.2, 0.4],  # row 3 (input c): piece c
+    ])
+    w = np.stack([rows, rows])[None]  # (L=1, H=2, T+1=4, S=4)
+    words = word_matrix(w, ["▁x", "y", "▁z"], ["▁a", "▁b", "c"])
+    # word a = row 1: [0.1 + 0.1, 0.6] / 0.8; word bc = mean of rows 2, 3: [0.35, 0.25,
+    # 0.15] -> [0.6, 0.15] / 0.75 (EOS column dropped, rows renormalised)
+    np.testing.assert_allclose(words, [[0.25, 0.75], [0.8, 0.2]])
+    naive = word_matrix(w, ["▁x", "y", "▁z"], ["▁a", "▁b", "c"], shifted=False)
+    # naive: word a = row 0; word bc = mean of rows 1, 2 = [0.3, 0.2, 0.35] -> [0.5, 0.35]
+    np.testing.assert_allclose(naive, [[1.0, 0.0], [0.5 / 0.85, 0.35 / 0.85]])
+
+
+def test_align_options_default_to_the_automatic_reading_and_layer():
+    opts = AlignOptions(runs=[])
+    assert opts.layer is None and opts.reading == "auto" and opts.shifted is None
+    assert AlignOptions(runs=[], reading="naive").shifted is False
