@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from nmt.align.extract import forced_weights
-from nmt.align.io import load_alignments
+from nmt.align.io import load_alignments, parse_pharaoh, read_gold
+from nmt.align.metrics import alignment_error_rate, attention_entropy, diagonal_links
 from nmt.evaluate import evaluate_run
 from nmt.rundir import load_run
 from nmt.train import Trainer
@@ -71,9 +72,18 @@ def test_attention_aligns_well_below_the_diagonal_baseline(runs, data_root, tmp_
     summary = json.loads((out / "summary.json").read_text())
     row = summary["bahdanau"]
     assert row["aer"] < row["diagonal_aer"] - 0.1, row  # measured: 0.50 vs 0.63
-    for name in ("bahdanau", "transformer"):
-        assert 0 <= summary[name]["eos_mass"] < 0.5 and summary[name]["entropy"] >= 0
-        assert 0 <= summary[name]["aer"] <= 1
+    for name in ("bahdanau", "transformer"):  # the summary says what the exported records say
+        records = load_alignments(out / f"{name}.npz")
+        links = [set(map(tuple, r.links)) for r in records]
+        assert summary[name]["aer"] == pytest.approx(
+            alignment_error_rate(links, read_gold(gold))["aer"])
+        assert summary[name]["entropy"] == pytest.approx(
+            np.mean([attention_entropy(r.word_weights) for r in records]))
+        assert summary[name]["eos_mass"] < 0.5
+    # the default reading of a 2-layer Transformer is layer 0 (the penultimate), shifted
+    default = [r["aer"] for r in summary["transformer"]["aer_by_layer"]
+               if (r["layer"], r["reading"]) == (0, "shifted")]
+    assert default == [pytest.approx(summary["transformer"]["aer"])]
     # A tiny 2-layer Transformer's cross-attention aligns poorly (about the diagonal's
     # AER here); the per-layer, per-reading table is what lets a user find its best layer.
     assert len(summary["transformer"]["aer_by_layer"]) == 4
@@ -104,10 +114,18 @@ def test_exported_matrices_are_the_models_weights(runs, tmp_path, capsys):
     assert len(links) == 5 and all("-" in line for line in links)
 
 
-def test_evaluate_stores_alignments_and_aer(runs):
+def test_evaluate_stores_alignments_and_aer(runs, data_root):
     scores = json.loads((runs["bahdanau"] / "scores.json").read_text())["test"]
     stats = scores["alignment"]  # the synthetic corpus has gold: AER comes for free
-    assert stats["sentences"] == 40 and 0 <= stats["aer"] <= 1 and 0 < stats["diagonal_aer"] <= 1
+    assert stats["sentences"] == 40
+    folder = data_root / "synth" / "src-tgt"  # recomputed from the written links and the gold
+    gold = read_gold(folder / "test.gold")[:40]
+    written = (runs["bahdanau"] / "align" / "test.links").read_text().splitlines()
+    assert stats["aer"] == pytest.approx(
+        alignment_error_rate([parse_pharaoh(line) for line in written], gold)["aer"])
+    pairs = zip(*((folder / f"test.{ext}").read_text().splitlines()[:40] for ext in ("src", "tgt")))
+    diagonal = [diagonal_links(len(s.split()), len(t.split())) for s, t in pairs]
+    assert stats["diagonal_aer"] == pytest.approx(alignment_error_rate(diagonal, gold)["aer"])
     assert len(load_alignments(runs["bahdanau"] / "align" / "test.npz")) == 40
     links = (runs["bahdanau"] / "align" / "test.links").read_text().splitlines()
     assert len(links) == 40
