@@ -47,8 +47,8 @@ def lab_run(
     typer.echo(f"{result.verdict}: {result.check}")
     for path in result.figures:
         typer.echo(f"wrote {path}")
-    if result.passed is False:
-        raise typer.Exit(1)
+    if result.passed is False and not EXPERIMENTS[name.value].needs_run:
+        raise typer.Exit(1)  # a property of the code failed (a run's verdict is a measurement)
 
 
 @lab_app.command("all")
@@ -57,10 +57,13 @@ def lab_all(
                    ] = Path("reports/lab"),
     fmt: FormatOpt = FigureFormat.png,
 ) -> None:
-    """Run every experiment and write report.md + a self-contained report.html."""
-    from nmt.lab.registry import run_all
+    """Run every experiment and write report.md + a self-contained report.html.
+
+    Exits 1 if a property of the code fails; the trained-run experiments' verdicts are
+    measurements of those runs, reported but not an error."""
+    from nmt.lab.registry import EXPERIMENTS, run_all
 
     results, report = run_all(out, fmt.value, log=typer.echo)
     typer.echo(f"wrote {report} and {report.with_suffix('.html')}")
-    if any(r.passed is False for r in results):
+    if any(r.passed is False and not EXPERIMENTS[r.name].needs_run for r in results):
         raise typer.Exit(1)

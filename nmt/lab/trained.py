@@ -23,6 +23,7 @@ DEMO_BOTTLENECK = (Path("runs/demo/fixed_context"), Path("runs/demo/bahdanau"),
                    Path("runs/demo/transformer"))
 DEMO_ATTENTION = (Path("runs/demo/bahdanau"), Path("runs/demo/transformer"))
 SENTENCES = 100  # test sentences per run for the intervention
+MIN_SENTENCES = 20  # a length bucket is compared only with this many sentences in every run
 
 
 def _by_length(path: Path) -> tuple[str, bool, list[dict]]:
@@ -38,11 +39,10 @@ def _by_length(path: Path) -> tuple[str, bool, list[dict]]:
     return path.name, MODELS[cfg.model.family].has_attention, entry["by_length"]
 
 
-def _drop(buckets: list[dict], last: str) -> float:
-    """Relative BLEU loss from the first bucket to bucket `last`: 1 - BLEU_last / BLEU_first."""
+def _drop(buckets: list[dict], first: str, last: str) -> float:
+    """Relative BLEU loss between two buckets: 1 - BLEU_last / BLEU_first."""
     score = {b["bucket"]: b["bleu"] for b in buckets}
-    first = buckets[0]["bleu"]
-    return 1.0 - score[last] / first if first > 0 else 0.0
+    return 1.0 - score[last] / score[first] if score[first] > 0 else 0.0
 
 
 def bottleneck(out_dir: Path, fmt: str, run: list[Path] | None = None) -> Result:
@@ -53,7 +53,11 @@ def bottleneck(out_dir: Path, fmt: str, run: list[Path] | None = None) -> Result
                        "(or `make demo`'s runs/demo/*); skipped")
     series = [_by_length(Path(p)) for p in paths]
     buckets = [b["bucket"] for b in series[0][2]]
-    common = [b for b in buckets if all(b in {x["bucket"] for x in s[2]} for s in series)]
+    counts = [{x["bucket"]: x["sentences"] for x in s[2]} for s in series]
+    common = [b for b in buckets if all(c.get(b, 0) >= MIN_SENTENCES for c in counts)]
+    if len(common) < 2:
+        raise NMTError(f"bottleneck: fewer than two length buckets with {MIN_SENTENCES}+ "
+                       "sentences in every run; evaluate a larger test split")
     rows = []
     for bucket in buckets:
         row: list = [bucket]
@@ -62,12 +66,12 @@ def bottleneck(out_dir: Path, fmt: str, run: list[Path] | None = None) -> Result
             row += [hit["bleu"], hit["sentences"]] if hit else ["-", 0]
         rows.append(row)
     last = common[-1]
-    drops = {name: _drop(bs, last) for name, _, bs in series}
+    drops = {name: _drop(bs, common[0], last) for name, _, bs in series}
     fixed = [n for n, att, _ in series if not att]
     attn = [n for n, att, _ in series if att]
     passed = (all(drops[f] > drops[a] for f in fixed for a in attn)
               if fixed and attn else None)
-    check = ("relative BLEU loss from " + f"{buckets[0]} to {last} words: "
+    check = (f"relative BLEU loss from {common[0]} to {last} words: "
              + ", ".join(f"{n} {drops[n]:.0%}" for n in drops)
              + ("" if passed is not None else " (needs one run without attention and one with)"))
     figure = draw(lambda: _plot_bottleneck(series), out_dir, "bottleneck", fmt)
