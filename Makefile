@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install test demo bench multi30k lint clean mutants
+.PHONY: install test demo bench multi30k lint clean mutants lab
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: $(STAMP)
 # Multi30k de-en from the local raw files (the hub path: drop --from).
 multi30k: $(STAMP)
 	$(BIN)/nmt data download multi30k --pair de-en --from ../shared/corpora/multi30k
+
+# The attention essays' claims as checked experiments: reports/lab/report.html.
+lab: $(STAMP)
+	$(BIN)/nmt lab all --out reports/lab
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/throughput.py

@@ -20,3 +20,4 @@ $NMT align "${align_runs[@]}" --split test --limit 200 --out reports/demo/align
 echo "== comparison report"
 $NMT compare "${runs[@]}" --out reports/demo
 echo "open reports/demo/report.html (or read reports/demo/report.md)"
+$NMT lab all --out reports/demo/lab  # the essays' claims, checked (uses the runs above)
