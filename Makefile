@@ -4,12 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install test demo bench multi30k lint clean mutants lab
+.PHONY: install test demo bench bench-align multi30k lint clean mutants lab
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,align]'
 	rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 install: $(STAMP)
@@ -30,6 +30,11 @@ lab: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/throughput.py
+
+# Word alignments: family x method x single/symmetrised x adapted, synthetic test set and
+# Hansards en-fr, with the diagonal and eflomal rows (reports/bench-align/alignment.md).
+bench-align: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/alignment.py $(ARGS)
 
 # One-line mutants of the model, search and alignment code against the fast tests
 # (scripts/mutants.py --help: --files, --limit, --sample, --only, --named, --list).
