@@ -10,7 +10,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import re
+import shutil
 import time
 import unicodedata
 import zlib
@@ -37,6 +39,7 @@ CORPORA: dict[str, CorpusInfo] = {
     ),
 }
 SYNTH_PAIR = "src-tgt"
+SYNTH_REVERSE = "tgt-src"  # the same corpus the other way round, gold links flipped
 BOM = "\ufeff"  # a byte-order mark: metadata some editors put first in a file, never text
 _SPLIT_RE = re.compile(r"^(train|val|valid|dev|test[\w-]*)$")
 
@@ -177,18 +180,46 @@ def corpus_dir(root: Path, corpus: str, pair: str) -> Path:
 
 
 def ensure_synth(root: Path, seed: int = 1234, sizes: dict[str, int] | None = None) -> Path:
-    """Generate the embedded synthetic corpus unless its files are already there."""
+    """Generate the embedded synthetic corpus unless its files are already there, and keep
+    its reverse direction (`synth/tgt-src`) derived from it."""
     from nmt.data.synth import SOURCE_LANG, TARGET_LANG, write_synth
 
     out = root / "synth" / SYNTH_PAIR
-    if (out / "manifest.json").is_file() or (out / f"train.{SOURCE_LANG}").is_file():
-        return out
-    counts = write_synth(out, seed=seed, sizes=sizes)
-    manifest = {"source": f"synth:seed={seed}", "pair": f"{SOURCE_LANG}-{TARGET_LANG}",
-                "created": time.strftime("%F %T"),
-                "splits": {s: {"lines": n, "gold": f"{s}.gold"} for s, n in counts.items()}}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    if not ((out / "manifest.json").is_file() or (out / f"train.{SOURCE_LANG}").is_file()):
+        counts = write_synth(out, seed=seed, sizes=sizes)
+        manifest = {"source": f"synth:seed={seed}", "pair": f"{SOURCE_LANG}-{TARGET_LANG}",
+                    "created": time.strftime("%F %T"),
+                    "splits": {s: {"lines": n, "gold": f"{s}.gold"} for s, n in counts.items()}}
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    _ensure_reverse(out, root / "synth" / SYNTH_REVERSE)
     return out
+
+
+def _ensure_reverse(forward: Path, reverse: Path) -> None:
+    """`reverse` = `forward` with the same text files and every gold link i-j as j-i;
+    re-derived whenever the forward corpus's manifest changes (e.g. after --force)."""
+    stamp = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(forward.glob("*"))
+                                    if p.suffix in (".src", ".tgt", ".gold"))).hexdigest()
+    manifest = reverse / "manifest.json"
+    if manifest.is_file() and json.loads(manifest.read_text()).get("from") == stamp:
+        return
+    tmp = reverse.with_name(f"{reverse.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for path in sorted(forward.glob("*.gold")):
+        lines = read_lines(path)
+        (tmp / path.name).write_text("".join(
+            " ".join(f"{j}-{i}" for i, j in (link.split("-") for link in line.split())) + "\n"
+            for line in lines), encoding="utf-8")
+        for lang in ("src", "tgt"):
+            shutil.copyfile(forward / f"{path.stem}.{lang}", tmp / f"{path.stem}.{lang}")
+    (tmp / "manifest.json").write_text(json.dumps(
+        {"source": f"reverse of {forward}", "pair": SYNTH_REVERSE, "from": stamp}) + "\n")
+    shutil.rmtree(reverse, ignore_errors=True)  # stale; a racing process writes the same
+    try:
+        tmp.rename(reverse)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def load_split(root: Path, corpus: str, pair: str, split: str) -> tuple[list[str], list[str]]:
