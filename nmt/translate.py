@@ -25,16 +25,16 @@ def decode_batch(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig, beam: int
     return [[(h.tokens, h.score) for h in sentence] for sentence in hyps]
 
 
-def translate_nbest(model: Seq2Seq, vocab: Vocab, src_ids: list, cfg: DecodeConfig,
-                    beam: int | None = None, n_best: int = 1
-                    ) -> list[list[tuple[str, float]]]:
-    """Translate encoded sentences in length-sorted batches, returned in input order.
+def nbest_ids(model: Seq2Seq, src_ids: list, cfg: DecodeConfig, beam: int | None = None,
+              n_best: int = 1) -> list[list[tuple[list[int], float]]]:
+    """The search's own n-best (target ids without BOS/EOS, score) per sentence, decoded
+    in length-sorted batches and returned in input order.
 
-    An empty source (EOS only) gives an empty translation, so lines stay aligned.
+    An empty source (EOS only) gives one empty hypothesis, so lines stay aligned.
     """
     beam = beam or cfg.beam
     model.eval()
-    out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in src_ids]
+    out: list[list[tuple[list[int], float]]] = [[([], 0.0)] for _ in src_ids]
     todo = sorted((i for i, s in enumerate(src_ids) if len(s) > 1), key=lambda i: len(src_ids[i]))
     tick(len(src_ids) - len(todo))  # sentences done, for a progress bar (nmt.progress)
     for start in range(0, len(todo), cfg.batch_size):
@@ -42,9 +42,17 @@ def translate_nbest(model: Seq2Seq, vocab: Vocab, src_ids: list, cfg: DecodeConf
         seqs = [clip_source(src_ids[i]) for i in chunk]
         src = pad(seqs).to(next(model.parameters()).device)
         for i, hyps in zip(chunk, decode_batch(model, src, cfg, beam, n_best)):
-            out[i] = [(vocab.decode_tgt(ids), score) for ids, score in hyps]
+            out[i] = hyps
         tick(len(chunk))
     return out
+
+
+def translate_nbest(model: Seq2Seq, vocab: Vocab, src_ids: list, cfg: DecodeConfig,
+                    beam: int | None = None, n_best: int = 1
+                    ) -> list[list[tuple[str, float]]]:
+    """`nbest_ids` as text."""
+    return [[(vocab.decode_tgt(ids), score) for ids, score in hyps]
+            for hyps in nbest_ids(model, src_ids, cfg, beam, n_best)]
 
 
 def clip_source(ids: list[int]) -> list[int]:
