@@ -4,9 +4,13 @@ plots and a summary (AER against gold when there is gold)."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nmt.align.adapt import DEFAULT_LR, Adaptation, adapt_copy
+from nmt.align.attribution import METHODS
+from nmt.align.bidirectional import check_reverse, flip_record, symmetrized_records
 from nmt.align.extract import collect
 from nmt.align.io import (
     AlignmentRecord,
@@ -18,6 +22,7 @@ from nmt.align.io import (
     write_links,
 )
 from nmt.align.metrics import alignment_error_rate, alignment_summary
+from nmt.align.symmetrize import HEURISTICS
 from nmt.align.words import links_from_matrix, word_matrix
 from nmt.config import Config
 from nmt.errors import NMTError
@@ -40,13 +45,45 @@ class AlignOptions:
     plot: int = 3  # plot the first N sentences
     fmt: str = "png"
     layer: int | None = None  # transformer layer (default: penultimate)
-    reading: str = "auto"  # auto | naive | shifted
+    reading: str = "auto"  # auto | naive | shifted (attention only)
     links: str = "argmax"  # argmax | threshold
     threshold: float = 0.5
+    methods: list[str] = field(default_factory=lambda: ["attention"])  # attention | saliency
+    reverse: list[Path] = field(default_factory=list)  # k-th: the k-th run's other direction
+    symmetrize: list[str] = field(default_factory=list)  # heuristics (nmt.align.symmetrize)
+    adapt: int = 0  # fine-tune a copy of each model on the pairs for N steps first (0 = off)
+    adapt_lr: float = DEFAULT_LR
 
     @property
     def shifted(self) -> bool | None:
         return None if self.reading == "auto" else self.reading == "shifted"
+
+    @property
+    def heuristics(self) -> list[str]:
+        """The symmetrisations asked for; grow-diag-final-and when only --reverse is given."""
+        return list(self.symmetrize) or (["grow-diag-final-and"] if self.reverse else [])
+
+
+def check_options(opts: AlignOptions) -> None:
+    """One-line errors for option combinations that cannot mean anything."""
+    free = opts.mode == "free"
+    if opts.gold is not None and free:
+        raise NMTError("--gold scores links against gold made for the reference; with "
+                       "--mode free the links are on the model's own translation: drop one")
+    if opts.reverse and len(opts.reverse) != len(opts.runs):
+        raise NMTError(f"--reverse given {len(opts.reverse)} times for {len(opts.runs)} --run; "
+                       "give one reverse run per --run, in the same order")
+    if opts.symmetrize and not opts.reverse:
+        raise NMTError("--symmetrize needs --reverse RUN2, a run trained the other way")
+    if free and (opts.reverse or opts.adapt):
+        raise NMTError("--reverse and --adapt need the same given pairs for every model; "
+                       "use --mode forced")
+    bad = [m for m in opts.methods if m not in METHODS]
+    if bad or not opts.methods:
+        raise NMTError(f"--method {bad[0] if bad else ''!r}: use one of {', '.join(METHODS)}")
+    bad = [h for h in opts.symmetrize if h not in HEURISTICS]
+    if bad:
+        raise NMTError(f"--symmetrize {bad[0]!r}: use one of {', '.join(HEURISTICS)}")
 
 
 def select_inputs(cfg: Config, opts: AlignOptions) -> tuple[list[str], list[str], Path | None]:
@@ -69,32 +106,62 @@ def select_inputs(cfg: Config, opts: AlignOptions) -> tuple[list[str], list[str]
     return sources, targets, gold
 
 
-def align_one(run: Path, sources: list[str], targets: list[str], opts: AlignOptions
-              ) -> tuple[Config, list[AlignmentRecord] | None]:
-    """Records for one run: forced on `targets`, or free on the run's own translation."""
+@dataclass
+class Extraction:
+    """One run's records per method (None: a method the model cannot give, attention of
+    fixed_context), seconds per method, and the adaptation when --adapt was asked."""
+
+    cfg: Config
+    records: dict[str, list[AlignmentRecord] | None]
+    seconds: dict[str, float]
+    adaptation: Adaptation | None = None
+
+
+def extract_run(run: Path, sources: list[str], targets: list[str], opts: AlignOptions,
+                direction: str = "forward") -> Extraction:
+    """Records of one run for every `opts.methods`: forced on `targets`, or free on the
+    run's own translation (the search's ids, not re-encoded text); adapted first when
+    `opts.adapt`. The run's checkpoint is only read."""
     from nmt.progress import counting
     from nmt.rundir import load_run
-    from nmt.translate import translate_ids
+    from nmt.translate import nbest_ids
 
     cfg, vocab, model, _ = load_run(run)
-    if not model.has_attention:
-        return cfg, None
     src_ids = vocab.encode_src(sources)
     if opts.mode == "free":
         with counting(len(src_ids), f"{run.name}: translating"):  # a bar on a terminal
-            targets = translate_ids(model, vocab, src_ids, cfg.decode)
+            tgt_ids = [hyps[0][0] for hyps in nbest_ids(model, src_ids, cfg.decode)]
     elif not all(t.strip() for t in targets):
         raise NMTError("forced alignment needs a target for every sentence; give --tgt or "
                        "use --mode free")
-    with counting(len(src_ids), f"{run.name}: aligning"):
-        records = collect(model, vocab, src_ids, vocab.encode_tgt(targets), layer=opts.layer,
-                          shifted=opts.shifted, meta={"mode": opts.mode, "run": str(run)},
-                          method=opts.links, threshold=opts.threshold)
-    return cfg, records
+    else:
+        tgt_ids = vocab.encode_tgt(targets)
+    adaptation = None
+    meta = {"mode": opts.mode, "run": str(run), "direction": direction}
+    if opts.adapt:
+        model, adaptation = adapt_copy(model, src_ids, tgt_ids, opts.adapt, opts.adapt_lr,
+                                       cfg.train)
+        meta["adapt_steps"] = opts.adapt
+    out = Extraction(cfg, {}, {}, adaptation)
+    for method in opts.methods:
+        if method == "attention" and not model.has_attention:
+            out.records[method] = None
+            continue
+        attention = method == "attention"
+        start = time.perf_counter()
+        with counting(len(src_ids), f"{run.name}: {method}"):
+            out.records[method] = collect(
+                model, vocab, src_ids, tgt_ids, method=method, meta=meta,
+                layer=opts.layer if attention else None,
+                shifted=opts.shifted if attention else None, links=opts.links,
+                threshold=opts.threshold)
+        out.seconds[method] = time.perf_counter() - start
+    return out
 
 
 def layer_table(records: list[AlignmentRecord], gold: list, opts: AlignOptions) -> list[dict]:
-    """AER of every decoder layer, naive and shifted reading (multi-layer models)."""
+    """AER of every decoder layer, naive and shifted reading (multi-layer models), with the
+    hard links that `opts.links` asks for."""
     rows = []
     for layer in range(records[0].weights.shape[0]):
         for shifted in (False, True):
@@ -109,7 +176,7 @@ def layer_table(records: list[AlignmentRecord], gold: list, opts: AlignOptions) 
 
 def plot_sentences(out: Path, names: list[str], all_records: list, picks: list[int],
                    fmt: str) -> list[Path]:
-    """A heatmap per run and sentence, and one grid per sentence with a panel per run."""
+    """A heatmap per row and sentence, and one grid per sentence with a panel per row."""
     from nmt.plotting import plot_grid, plot_heatmap
 
     paths = []
@@ -134,35 +201,95 @@ def run_names(runs: list[Path]) -> list[str]:
     return names if len(set(names)) == len(names) else [str(r).replace("/", "_") for r in runs]
 
 
+def row_name(name: str, method: str, heuristic: str | None = None) -> str:
+    """`<run>` for attention, `<run>.<method>` otherwise; `.<heuristic>` when symmetrised."""
+    return name + ("" if method == "attention" else f".{method}") + (
+        f".{heuristic}" if heuristic else "")
+
+
+class Rows:
+    """Summary rows and their records, written as they come (npz, links, AER)."""
+
+    def __init__(self, opts: AlignOptions, gold: Path | None):
+        self.opts, self.gold = opts, gold
+        self.summary: dict[str, dict] = {}
+        self.names: list[str] = []
+        self.records: list[list[AlignmentRecord] | None] = []
+
+    def add(self, name: str, records: list[AlignmentRecord] | None, info: dict) -> None:
+        self.names.append(name)
+        self.records.append(records)
+        if records is None:
+            self.summary[name] = {**info, "note": "no attention (fixed context); try "
+                                                  "--method saliency"}
+            return
+        save_alignments(self.opts.out / f"{name}.npz", records)
+        write_links(self.opts.out / f"{name}.links", records)
+        entries = load_gold(self.gold, records, self.opts.one_based) if self.gold else None
+        row = {**info, **alignment_summary(records, entries)}
+        if entries is not None and records[0].weights.shape[0] * records[0].weights.shape[1] > 1:
+            row["aer_by_layer"] = layer_table(records, entries, self.opts)
+        self.summary[name] = row
+
+
+def adapt_info(*extractions: Extraction) -> dict:
+    """`adapt` entry of a row: steps (per model), seconds (all models together), lr."""
+    done = [e.adaptation for e in extractions if e.adaptation is not None]
+    if not done:
+        return {}
+    return {"adapt": {"steps": done[0].steps, "seconds": sum(a.seconds for a in done),
+                      "lr": done[0].lr, "loss_first": [a.loss_first for a in done],
+                      "loss_last": [a.loss_last for a in done]}}
+
+
+def add_pair(rows: Rows, names: tuple[str, str], fwd: Extraction, rev: Extraction) -> None:
+    """The reverse run's rows (flipped into forward order) and the symmetrised rows."""
+    for method, records in rev.records.items():
+        flipped = None if records is None else [flip_record(r) for r in records]
+        rows.add(row_name(names[1], method), flipped,
+                 {"family": rev.cfg.model.family, "method": method, "direction": "reverse",
+                  "seconds": rev.seconds.get(method, 0.0), **adapt_info(rev)})
+        if flipped is None or fwd.records[method] is None:
+            continue
+        for heuristic in rows.opts.heuristics:
+            meta = {"method": method, "runs": [str(r) for r in names], "mode": "forced"}
+            sym = symmetrized_records(fwd.records[method], flipped, heuristic, meta)
+            rows.add(row_name(f"{names[0]}+{names[1]}", method, heuristic), sym,
+                     {"family": fwd.cfg.model.family, "method": method,
+                      "symmetrize": heuristic, "direction": "both",
+                      "seconds": fwd.seconds[method] + rev.seconds[method],
+                      **adapt_info(fwd, rev)})
+
+
 def align_runs(opts: AlignOptions) -> dict:
-    """Align with every run; write `<out>/<name>.npz/.json/.links`, plots, summary.json."""
+    """Align with every run (and its --reverse); write `<out>/<row>.npz/.json/.links`,
+    plots and summary.json; returns the summary (row name -> entry)."""
     from nmt.rundir import load_config
 
-    if opts.gold is not None and opts.mode == "free":
-        raise NMTError("--gold scores links against gold made for the reference; with "
-                       "--mode free the links are on the model's own translation: drop one")
+    check_options(opts)
+    for run, reverse in zip(opts.runs, opts.reverse):
+        check_reverse(load_config(run), load_config(reverse), str(run), str(reverse))
     sources, targets, corpus_gold_path = select_inputs(load_config(opts.runs[0]), opts)
     gold = opts.gold or (corpus_gold_path if opts.mode == "forced" else None)
     opts.out.mkdir(parents=True, exist_ok=True)
-    summary, all_records = {}, []
-    for run, name in zip(opts.runs, run_names(opts.runs)):
-        cfg, records = align_one(Path(run), sources, targets, opts)
-        all_records.append(records)
-        if records is None:
-            summary[name] = {"family": cfg.model.family, "note": "no attention (fixed context)"}
-            continue
-        save_alignments(opts.out / f"{name}.npz", records)
-        write_links(opts.out / f"{name}.links", records)
-        entries = load_gold(gold, records, opts.one_based) if gold else None
-        summary[name] = {"family": cfg.model.family, **alignment_summary(records, entries)}
-        if entries is not None and records[0].weights.shape[0] * records[0].weights.shape[1] > 1:
-            summary[name]["aer_by_layer"] = layer_table(records, entries, opts)
-    if all(r is None for r in all_records):
-        raise NMTError("none of the runs has attention to export (fixed_context models only)")
+    rows = Rows(opts, gold)
+    names = run_names(list(opts.runs) + list(opts.reverse))
+    for k, run in enumerate(opts.runs):
+        fwd = extract_run(Path(run), sources, targets, opts)
+        for method, records in fwd.records.items():
+            rows.add(row_name(names[k], method), records,
+                     {"family": fwd.cfg.model.family, "method": method,
+                      "seconds": fwd.seconds.get(method, 0.0), **adapt_info(fwd)})
+        if opts.reverse:
+            rev = extract_run(Path(opts.reverse[k]), targets, sources, opts, "reverse")
+            add_pair(rows, (names[k], names[len(opts.runs) + k]), fwd, rev)
+    if all(r is None for r in rows.records):
+        raise NMTError("none of the runs has attention to export (fixed_context models only); "
+                       "use --method saliency to align them through attribution")
     picks = list(range(min(opts.plot, len(sources))))
-    plot_sentences(opts.out, run_names(opts.runs), all_records, picks, opts.fmt)
-    (opts.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return summary
+    plot_sentences(opts.out, rows.names, rows.records, picks, opts.fmt)
+    (opts.out / "summary.json").write_text(json.dumps(rows.summary, indent=2) + "\n")
+    return rows.summary
 
 
 def over_training_grid(run: Path, sentence: int, out: Path, fmt: str) -> Path:

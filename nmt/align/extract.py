@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from nmt.align.attribution import METHODS, saliency_weights
 from nmt.align.io import AlignmentRecord, corpus_gold, load_gold, save_alignments, write_links
 from nmt.align.metrics import alignment_summary
 from nmt.align.words import join_pieces, links_from_matrix, pieces_to_words, word_matrix
@@ -56,9 +57,10 @@ def forced_weights(model: Seq2Seq, src_ids: list, tgt_ids: list, batch_size: int
 
 def make_record(index: int, vocab: Vocab, src: list[int], tgt: list[int], weights: np.ndarray,
                 shifted: bool | None = None, layer: int | None = None,
-                meta: dict | None = None, method: str = "argmax",
+                meta: dict | None = None, links: str = "argmax",
                 threshold: float = 0.0) -> AlignmentRecord:
-    """Subword weights plus their word-level reduction and argmax links."""
+    """Subword weights plus their word-level reduction and hard links (`links`: argmax or
+    threshold, nmt.align.words.links_from_matrix)."""
     src_pieces = vocab.src_pieces([i for i in src if i != EOS])
     tgt_pieces = vocab.tgt_pieces(list(tgt))
     src_word_of, tgt_word_of = pieces_to_words(src_pieces), pieces_to_words(tgt_pieces)
@@ -67,14 +69,35 @@ def make_record(index: int, vocab: Vocab, src: list[int], tgt: list[int], weight
         index=index, src_tokens=src_pieces + [EOS_PIECE], tgt_tokens=tgt_pieces + [EOS_PIECE],
         weights=weights, src_words=join_pieces(src_pieces, src_word_of),
         tgt_words=join_pieces(tgt_pieces, tgt_word_of), word_weights=words,
-        links=sorted(links_from_matrix(words, method, threshold)), meta=dict(meta or {}))
+        links=sorted(links_from_matrix(words, links, threshold)), meta=dict(meta or {}))
+
+
+def default_shifted(model: Seq2Seq, method: str, shifted: bool | None) -> bool:
+    """The reading of `method`'s matrices: attention follows the family's own default
+    (`model.alignment_reading`, shifted for the Transformer whatever its layer and head
+    counts) unless `shifted` is given; attributions have one row per predicted piece and
+    are always read naively."""
+    if method != "attention":
+        if shifted:
+            raise NMTError(f"--reading shifted applies to attention only; {method} rows "
+                           "already belong to the piece they predict: drop --reading")
+        return False
+    return model.alignment_reading == "shifted" if shifted is None else shifted
 
 
 def collect(model: Seq2Seq, vocab: Vocab, src_ids: list, tgt_ids: list,
+            method: str = "attention", shifted: bool | None = None,
             **kwargs) -> list[AlignmentRecord]:
-    """Forced attention of every pair as records (subword and word level, hard links)."""
-    weights = forced_weights(model, src_ids, tgt_ids)
-    return [make_record(i, vocab, list(s), list(t), w, **kwargs)
+    """Forced matrices of every pair as records (subword and word level, hard links):
+    `method` "attention" (the model's weights) or "saliency" (nmt.align.attribution);
+    `meta["method"]` records which."""
+    if method not in METHODS:
+        raise NMTError(f"unknown alignment method {method!r}; use one of {', '.join(METHODS)}")
+    weights = (forced_weights if method == "attention" else saliency_weights)(
+        model, src_ids, tgt_ids)
+    shifted = default_shifted(model, method, shifted)
+    kwargs["meta"] = {**kwargs.get("meta", {}), "method": method}
+    return [make_record(i, vocab, list(s), list(t), w, shifted=shifted, **kwargs)
             for i, (s, t, w) in enumerate(zip(src_ids, tgt_ids, weights))]
 
 

@@ -27,6 +27,19 @@ class Links(str, Enum):
     threshold = "threshold"
 
 
+class Method(str, Enum):
+    attention = "attention"
+    saliency = "saliency"
+
+
+class Heuristic(str, Enum):
+    intersection = "intersection"
+    union = "union"
+    grow_diag = "grow-diag"
+    grow_diag_final = "grow-diag-final"
+    grow_diag_final_and = "grow-diag-final-and"
+
+
 class Format(str, Enum):
     png = "png"
     svg = "svg"
@@ -50,6 +63,11 @@ def align(
     reading: Annotated[Reading, typer.Option(help="transformer reading (Chen et al. 2020)")] = Reading.auto,
     links: Annotated[Links, typer.Option(help="hard links: argmax per target word, or threshold")] = Links.argmax,
     threshold: Annotated[float, typer.Option(min=0.0, max=1.0, help="with --links threshold: every word pair with weight >= this")] = 0.5,
+    method: Annotated[list[Method] | None, typer.Option(help="attention (default) or saliency: grad x input attribution, every family (repeatable)")] = None,
+    reverse: Annotated[list[Path] | None, typer.Option(help="a run trained the other way on the same corpus, one per --run: adds its flipped and the symmetrised rows")] = None,
+    symmetrize: Annotated[list[Heuristic] | None, typer.Option(help="symmetrisation with --reverse (repeatable; default grow-diag-final-and)")] = None,
+    adapt: Annotated[int, typer.Option(min=0, help="fine-tune a copy of each model on the pairs for N steps before aligning (the run is not changed)")] = 0,
+    adapt_lr: Annotated[float | None, typer.Option(min=1e-9, help="constant Adam learning rate for --adapt [default: nmt.align.adapt.DEFAULT_LR, 1e-4]")] = None,
     over_training: Annotated[bool, typer.Option("--over-training", help="draw one validation sentence across training steps")] = False,
     sentence: Annotated[int, typer.Option(min=0, help="sentence for --over-training")] = 0,
 ) -> None:
@@ -64,7 +82,9 @@ def align(
         runs=list(run), out=out, split=split, pairs=pairs, src=list(src or []),
         tgt=list(tgt or []), mode=mode.value, gold=gold, one_based=one_based, limit=limit,
         plot=plot, fmt=fmt.value, layer=layer, reading=reading.value, links=links.value,
-        threshold=threshold)
+        threshold=threshold, methods=[m.value for m in method or [Method.attention]],
+        reverse=list(reverse or []), symmetrize=[h.value for h in symmetrize or []],
+        adapt=adapt, **({"adapt_lr": adapt_lr} if adapt_lr is not None else {}))
     for name, row in align_runs(opts).items():
         typer.echo(f"{name:<24} {summary_line(row)}")
     typer.echo(f"wrote {out}")
@@ -76,7 +96,9 @@ def summary_line(row: dict) -> str:
         return row["note"]
     aer = (f" AER {row['aer']:.3f} (P {row['precision']:.3f} R {row['recall']:.3f}; "
            f"diagonal {row['diagonal_aer']:.3f})" if "aer" in row else "")
-    return f"entropy {row['entropy']:.3f} nats, EOS mass {row['eos_mass']:.3f}{aer}"
+    adapted = (f"; adapted {row['adapt']['steps']} steps in {row['adapt']['seconds']:.1f} s"
+               if "adapt" in row else "")
+    return f"entropy {row['entropy']:.3f} nats, EOS mass {row['eos_mass']:.3f}{aer}{adapted}"
 
 
 @app.command()

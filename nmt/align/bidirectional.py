@@ -1,0 +1,80 @@
+"""Two directions of one corpus: check that two runs are each other's reverse, turn the
+reverse run's records into the forward (source, target) order, symmetrise them.
+
+Flipped and symmetrised records are *word-level* records: their tokens are the words
+(each marked as a word start, "▁word", plus EOS), so every tool that reduces pieces to
+words gets the words back unchanged; `weights` is (1, 1, T+1, S+1) with an empty EOS row
+and column and is read naively (meta "reading": "naive").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from nmt.align.io import AlignmentRecord, Link
+from nmt.align.symmetrize import flip_links, symmetrize
+from nmt.align.words import WORD_START
+from nmt.config import Config
+from nmt.errors import NMTError
+from nmt.tokens import EOS_PIECE
+
+
+def check_reverse(forward: Config, reverse: Config, forward_run: str, reverse_run: str) -> None:
+    """One-line NMTError unless `reverse` was trained on the same corpus, other direction."""
+    a, b = forward.data.pair.split("-"), reverse.data.pair.split("-")
+    if b != a[::-1]:
+        raise NMTError(f"--reverse {reverse_run}: its pair is {reverse.data.pair} but "
+                       f"{forward_run} is {forward.data.pair}; the reverse run must be "
+                       f"{'-'.join(a[::-1])}")
+    if forward.data.corpus != reverse.data.corpus:
+        raise NMTError(f"--reverse {reverse_run}: trained on {reverse.data.corpus} but "
+                       f"{forward_run} on {forward.data.corpus}; use runs of one corpus")
+
+
+def word_record(index: int, src_words: Sequence[str], tgt_words: Sequence[str],
+                matrix: np.ndarray, links: set[Link], meta: dict) -> AlignmentRecord:
+    """A record whose pieces are its words: `matrix` (T_word, S_word) is both the
+    word-level map and, padded with an empty EOS row and column, the (1, 1, T+1, S+1) map."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    weights = np.zeros((1, 1, len(tgt_words) + 1, len(src_words) + 1), dtype=np.float32)
+    weights[0, 0, :-1, :-1] = matrix
+    return AlignmentRecord(
+        index=index, src_tokens=[WORD_START + w for w in src_words] + [EOS_PIECE],
+        tgt_tokens=[WORD_START + w for w in tgt_words] + [EOS_PIECE], weights=weights,
+        src_words=list(src_words), tgt_words=list(tgt_words), word_weights=matrix,
+        links=sorted(links), meta={**meta, "reading": "naive"})
+
+
+def link_matrix(links: set[Link], src_len: int, tgt_len: int) -> np.ndarray:
+    """0/1 matrix (T, S) with a 1 at [j, i] for every link (i, j)."""
+    matrix = np.zeros((tgt_len, src_len), dtype=np.float32)
+    for i, j in links:
+        matrix[j, i] = 1.0
+    return matrix
+
+
+def flip_record(record: AlignmentRecord, meta: dict | None = None) -> AlignmentRecord:
+    """A reverse run's record (its source = our target) in the forward order: the word
+    map transposed (columns of the reverse map now sum to 1) and the links flipped."""
+    return word_record(record.index, record.tgt_words, record.src_words,
+                       record.word_weights.T, flip_links(record.links),
+                       {**record.meta, "direction": "reverse", **(meta or {})})
+
+
+def symmetrized_records(forward: Sequence[AlignmentRecord], flipped: Sequence[AlignmentRecord],
+                        heuristic: str, meta: dict) -> list[AlignmentRecord]:
+    """One 0/1 link-matrix record per sentence: `symmetrize` of the forward links and the
+    flipped reverse links (both source, target). Word counts must agree."""
+    out = []
+    for fwd, rev in zip(forward, flipped, strict=True):
+        if (len(fwd.src_words), len(fwd.tgt_words)) != (len(rev.src_words), len(rev.tgt_words)):
+            raise NMTError(f"sentence {fwd.index}: the two runs split it into different words "
+                           f"({len(fwd.src_words)}x{len(fwd.tgt_words)} against "
+                           f"{len(rev.src_words)}x{len(rev.tgt_words)}); check the inputs")
+        S, T = len(fwd.src_words), len(fwd.tgt_words)
+        links = symmetrize(fwd.links, rev.links, S, T, heuristic)
+        out.append(word_record(fwd.index, fwd.src_words, fwd.tgt_words, link_matrix(links, S, T),
+                               links, {**meta, "symmetrize": heuristic, "direction": "both"}))
+    return out
