@@ -11,6 +11,7 @@ import math
 import random
 import signal
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from nmt.data.corpora import load_split
 from nmt.data.subwords import Vocab, encode_split, prepare_vocab
 from nmt.errors import NMTError, one_line
 from nmt.evaluate import bleu_chrf
+from nmt.locks import run_lock
 from nmt.models import build_model
 from nmt.models.base import Seq2Seq
 from nmt.progress import TrainDisplay
@@ -379,5 +381,9 @@ def _tuples(value):
 
 
 def train(cfg: Config, resume: bool = False, quiet: bool = False) -> Progress:
-    """Train the run described by `cfg` (or continue it with `resume`)."""
-    return Trainer(cfg, resume, quiet).fit()
+    """Train the run described by `cfg` (or continue it with `resume`).
+
+    The run's lock (`runs/<name>/.lock`, rank 0 only) is held throughout: a second
+    `nmt train` of the same run refuses at once instead of sharing its files."""
+    with run_lock(cfg.run_dir) if dist.is_main() else nullcontext():
+        return Trainer(cfg, resume, quiet).fit()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
+import pytest
+
 from tests.test_subwords import _cfg, _make_corpus
 
 
@@ -39,3 +41,47 @@ def test_concurrent_prepares_share_the_sentencepiece_cache(tmp_path):
     assert {r[3] for r in results} == {200}
     spm = Path(results[0][1]).parent
     assert [p.name for p in spm.iterdir() if p.is_dir()] == [Path(results[0][1]).name]
+
+
+def _train_and_hang(root: str, runs: str, ready) -> None:
+    """A `train()` that holds its run and sleeps inside the training loop until killed."""
+    import time
+
+    from nmt.train import Trainer, train
+    from tests.test_train import MODELS, tiny_config
+
+    def hang(self, stop):
+        ready.set()
+        time.sleep(300)  # (no Event to wait on: a process killed inside Event.wait
+        return "slept"  # leaves its Condition waiting for a wake-up that never comes)
+
+    Trainer._loop = hang
+    train(tiny_config(Path(root), Path(runs), "same", MODELS["bahdanau"], max_steps=2),
+          quiet=True)
+
+
+def test_a_second_run_with_the_same_name_refuses_at_once(data_root, tmp_path):
+    from nmt.errors import NMTError
+    from nmt.train import train
+    from tests.test_train import MODELS, tiny_config
+
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    first = ctx.Process(target=_train_and_hang, args=(str(data_root), str(tmp_path), ready))
+    first.start()
+    try:
+        assert ready.wait(120), "the first run did not start"
+        cfg = tiny_config(data_root, tmp_path, "same", MODELS["bahdanau"], max_steps=2)
+        with pytest.raises(NMTError, match=rf"in use by another `nmt train` \(pid {first.pid}\)"
+                           ) as info:
+            train(cfg, quiet=True)
+        assert "\n" not in str(info.value)
+        assert not (tmp_path / "same" / "metrics.jsonl").exists()  # nothing written by us
+        # killed without any chance to clean up: the lock dies with the process
+        first.kill()
+        first.join(30)
+        progress = train(cfg, quiet=True)
+        assert progress.step == 2
+    finally:
+        first.kill()
+        first.join(30)
