@@ -86,7 +86,8 @@ def load_set(path: Path, name: str | None = None) -> RecordSet:
 
 
 def _run_sets(run: Path, split: str | None, sources: Sources) -> list[RecordSet]:
-    """The record set of a run directory's `align/<split>.npz` (none for fixed_context)."""
+    """The record set of a run directory's `align/<split>.npz` (none without attention)."""
+    from nmt.models import MODELS
     from nmt.rundir import RunDir, load_config
 
     cfg = load_config(run)
@@ -94,8 +95,9 @@ def _run_sets(run: Path, split: str | None, sources: Sources) -> list[RecordSet]
     sources.split = sources.split or split
     npz = RunDir(run).align / f"{split}.npz"
     if not npz.is_file():
-        if cfg.model.family == "fixed_context":
-            sources.notes.append(f"{run.name}: fixed_context has no attention; left out")
+        if not MODELS[cfg.model.family].has_attention:
+            sources.notes.append(f"{run.name}: {cfg.model.family} has no attention; left out "
+                                 "(align it with `nmt align --method saliency`)")
             return []
         raise NMTError(f"{npz}: no alignments of split {split!r}; write them with "
                        f"`nmt evaluate --run {run} --split {split}`")
