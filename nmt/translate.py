@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from typing import TextIO
+
 import torch
 
 from nmt.config import DecodeConfig
 from nmt.data.batching import pad
 from nmt.data.subwords import Vocab
+from nmt.errors import NMTError
 from nmt.models.base import Seq2Seq
 from nmt.progress import tick
 from nmt.search import beam_search, greedy
 from nmt.tokens import EOS
 
 MAX_SOURCE = 1000  # longer inputs are cut to this many subwords before decoding
+CHUNK_LINES = 1000  # `translate_lines` reads, decodes and yields this many lines at a time
 
 
 def decode_batch(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig, beam: int,
@@ -64,3 +70,35 @@ def clip_source(ids: list[int]) -> list[int]:
 def translate_ids(model: Seq2Seq, vocab: Vocab, src_ids: list, cfg: DecodeConfig,
                   beam: int | None = None) -> list[str]:
     return [nbest[0][0] for nbest in translate_nbest(model, vocab, src_ids, cfg, beam)]
+
+
+def translate_lines(model: Seq2Seq, vocab: Vocab, lines: Iterable[str], cfg: DecodeConfig,
+                    beam: int | None = None, n_best: int = 1,
+                    chunk: int = CHUNK_LINES) -> Iterator[list[list[tuple[str, float]]]]:
+    """Translate a stream of lines `chunk` at a time (length-sorted batches inside each
+    chunk), yielding each chunk's n-best lists in input order as soon as it is decoded:
+    output starts after the first chunk and memory does not grow with the input.
+
+    `beam` defaults to `cfg.beam` (at least `n_best`).
+    """
+    if beam is not None and n_best > beam:
+        raise NMTError(f"--n-best {n_best} is larger than --beam {beam}; a beam of k keeps "
+                       "at most k hypotheses")
+    beam = beam or max(cfg.beam, n_best)
+    lines = iter(lines)
+    while block := list(islice(lines, chunk)):
+        yield translate_nbest(model, vocab, vocab.encode_src(block), cfg, beam, n_best)
+
+
+def write_nbest(chunks: Iterable[list[list[tuple[str, float]]]], out: TextIO,
+                n_best: int) -> None:
+    """One line per sentence, or `n_best` lines `text<TAB>score` (padded with empty ones),
+    flushed after every chunk."""
+    for chunk in chunks:
+        for nbest in chunk:
+            if n_best == 1:
+                out.write(nbest[0][0] + "\n")
+            else:
+                for text, score in nbest + [("", 0.0)] * (n_best - len(nbest)):
+                    out.write(f"{text}\t{score:.4f}\n")
+        out.flush()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import socket
 import unicodedata
@@ -310,3 +311,18 @@ def test_import_real_multi30k(tmp_path):
     assert len(de) == len(en) == 29000
     assert all(de) and all(en)
     assert any("ä" in line or "ü" in line or "ö" in line for line in de[:200])
+
+
+def test_iter_lines_reads_lazily_and_checks_like_read_lines(tmp_path):
+    from nmt.data.corpora import iter_lines, line_source
+
+    path = tmp_path / "in.txt"
+    path.write_bytes("\ufeffeins\nzwei\r\n\n".encode() + b"\xff\n")
+    with line_source(path) as lines:
+        assert [next(lines), next(lines), next(lines)] == ["eins", "zwei\r", ""]
+        with pytest.raises(NMTError, match=rf"{path}:4: invalid UTF-8"):
+            next(lines)
+    assert list(iter_lines(io.StringIO("a\nb"), "<stdin>")) == ["a", "b"]
+    with pytest.raises(NMTError, match="file not found"):
+        with line_source(tmp_path / "missing.txt"):
+            pass

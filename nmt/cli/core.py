@@ -97,24 +97,20 @@ def translate(
     beam: Annotated[int | None, typer.Option(min=1, help="beam size (1 = greedy)")] = None,
     n_best: Annotated[int, typer.Option(min=1, help="hypotheses per sentence (tab: score)")] = 1,
 ) -> None:
-    """Translate sentences given as arguments, in a file (--input) or on stdin."""
-    from nmt.data.corpora import read_lines
+    """Translate sentences given as arguments, in a file (--input) or on stdin, streaming:
+    each chunk of 1,000 lines is written (in input order) as soon as it is decoded."""
+    from nmt.data.corpora import line_source
     from nmt.rundir import load_run
-    from nmt.translate import translate_nbest
+    from nmt.translate import CHUNK_LINES, translate_lines, write_nbest
 
     if beam is not None and n_best > beam:
         raise NMTError(f"--n-best {n_best} is larger than --beam {beam}")
     cfg, vocab, model, _ = load_run(run)
-    lines = (sentences if sentences else read_lines(input_) if input_ is not None
-             else sys.stdin.read().splitlines())
-    beam = beam or max(cfg.decode.beam, n_best)
-    results = translate_nbest(model, vocab, vocab.encode_src(lines), cfg.decode, beam, n_best)
-    for nbest in results:
-        if n_best == 1:
-            typer.echo(nbest[0][0])
-        else:
-            for text, score in nbest + [("", 0.0)] * (n_best - len(nbest)):
-                typer.echo(f"{text}\t{score:.4f}")
+    typing = input_ is None and not sentences and sys.stdin.isatty()  # a line at a time
+    with line_source(None if sentences else input_) as lines:
+        chunks = translate_lines(model, vocab, sentences or lines, cfg.decode, beam, n_best,
+                                 chunk=1 if typing else CHUNK_LINES)
+        write_nbest(chunks, sys.stdout, n_best)
 
 
 @app.command()

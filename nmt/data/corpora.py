@@ -13,11 +13,15 @@ import json
 import os
 import re
 import shutil
+import sys
 import time
 import unicodedata
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO, TextIO
 
 from nmt.errors import NMTError, one_line
 
@@ -57,17 +61,46 @@ def read_lines(path: Path) -> list[str]:
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
-    out = []
-    for number, line in enumerate(lines, 1):
+    return [_decode(line, path, number) for number, line in enumerate(lines, 1)]
+
+
+def iter_lines(handle: BinaryIO | TextIO, name: str | Path) -> Iterator[str]:
+    """Lines of a stream (stdin, a file being written...) one at a time, checked like
+    `read_lines`; a byte-order mark at the start is dropped."""
+    for number, line in enumerate(handle, 1):
+        text = _decode(line.removesuffix(b"\n" if isinstance(line, bytes) else "\n"), name,
+                       number)
+        yield text.removeprefix(BOM) if number == 1 else text
+
+
+@contextmanager
+def line_source(path: Path | None) -> Iterator[Iterator[str]]:
+    """Lazily read lines of `path` (optionally .gz), or of stdin when `path` is None."""
+    if path is None:
+        yield iter_lines(getattr(sys.stdin, "buffer", sys.stdin), "<stdin>")  # bytes if we can
+        return
+    try:
+        handle = (gzip.open if path.suffix == ".gz" else open)(path, "rb")
+    except FileNotFoundError:
+        raise NMTError(f"{path}: file not found") from None
+    except OSError as exc:  # a directory, no permission...
+        raise NMTError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    with handle:
         try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise NMTError(f"{path}:{number}: invalid UTF-8 at byte {exc.start}; "
-                           "re-encode the file as UTF-8") from None
-        if "\x00" in text:
-            raise NMTError(f"{path}:{number}: contains a NUL byte; is this a text file?")
-        out.append(text)
-    return out
+            yield iter_lines(handle, path)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # a corrupt .gz
+            raise NMTError(f"{path}: cannot read ({exc})") from None
+
+
+def _decode(line: bytes | str, path: str | Path, number: int) -> str:
+    try:
+        text = line if isinstance(line, str) else line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NMTError(f"{path}:{number}: invalid UTF-8 at byte {exc.start}; "
+                       "re-encode the file as UTF-8") from None
+    if "\x00" in text:
+        raise NMTError(f"{path}:{number}: contains a NUL byte; is this a text file?")
+    return text
 
 
 def normalise(text: str) -> str:
