@@ -73,14 +73,15 @@ def translate_ids(model: Seq2Seq, vocab: Vocab, src_ids: list, cfg: DecodeConfig
 
 
 def translate_lines(model: Seq2Seq, vocab: Vocab, lines: Iterable[str], cfg: DecodeConfig,
-                    beam: int | None = None, n_best: int = 1,
+                    beam: int | None = None, n_best: int | None = None,
                     chunk: int = CHUNK_LINES) -> Iterator[list[list[tuple[str, float]]]]:
     """Translate a stream of lines `chunk` at a time (length-sorted batches inside each
     chunk), yielding each chunk's n-best lists in input order as soon as it is decoded:
     output starts after the first chunk and memory does not grow with the input.
 
-    `beam` defaults to `cfg.beam` (at least `n_best`).
+    `n_best` defaults to `cfg.n_best`, `beam` to `cfg.beam` (at least `n_best`).
     """
+    n_best = n_best or cfg.n_best
     if beam is not None and n_best > beam:
         raise NMTError(f"--n-best {n_best} is larger than --beam {beam}; a beam of k keeps "
                        "at most k hypotheses")

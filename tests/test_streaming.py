@@ -1,4 +1,5 @@
-"""`nmt translate` streams: output in input order chunk by chunk, flushed as it goes."""
+"""`nmt translate` streams: output in input order chunk by chunk, flushed as it goes;
+`decode.n_best` is the default number of hypotheses, `--n-best` overrides it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from nmt.config import DecodeConfig
+from nmt.errors import NMTError
 from nmt.rundir import load_run
 from nmt.train import Trainer
 from nmt.translate import translate_lines, translate_nbest, write_nbest
@@ -66,6 +68,18 @@ def test_what_was_decoded_before_a_failure_is_already_written(run, data_root):
     assert len(out.flushed[-1].splitlines()) == 6  # two whole chunks written and flushed
 
 
+def test_decode_n_best_is_the_default_and_the_flag_overrides_it(run, data_root):
+    _, vocab, model, _ = load_run(run)
+    sources, _ = short_pairs(data_root, 3)
+    chunks = list(translate_lines(model, vocab, sources, DecodeConfig(beam=4, n_best=3)))
+    assert [len(nbest) for nbest in chunks[0]] == [3, 3, 3]
+    chunks = list(translate_lines(model, vocab, sources, DecodeConfig(beam=4, n_best=3),
+                                  n_best=2))
+    assert [len(nbest) for nbest in chunks[0]] == [2, 2, 2]
+    with pytest.raises(NMTError, match="n-best 5.*beam 4"):
+        list(translate_lines(model, vocab, sources, DecodeConfig(beam=4), beam=4, n_best=5))
+
+
 def test_the_cli_writes_the_first_chunk_before_stdin_closes(run, data_root):
     sources, _ = short_pairs(data_root, 40)
     lines = (sources * 30)[:1000]  # exactly one chunk
@@ -87,3 +101,18 @@ def test_the_cli_writes_the_first_chunk_before_stdin_closes(run, data_root):
     finally:
         proc.kill()
 
+
+def test_the_cli_n_best_defaults_to_the_config(run, capsys, monkeypatch, data_root):
+    from tests.test_cli import run_cli
+
+    config = run / "config.yaml"
+    config.write_text(config.read_text().replace("n_best: 1", "n_best: 2"))
+    try:
+        code, out, err = run_cli(capsys, "translate", "--run", run, "--beam", "3", "ein hund")
+        assert code == 0, err
+        assert len(out.splitlines()) == 2 and all("\t" in x for x in out.splitlines())
+        code, out, err = run_cli(capsys, "translate", "--run", run, "--beam", "3", "--n-best",
+                                 "1", "ein hund")
+        assert code == 0 and len(out.splitlines()) == 1 and "\t" not in out
+    finally:
+        config.write_text(config.read_text().replace("n_best: 2", "n_best: 1"))

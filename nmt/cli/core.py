@@ -95,7 +95,8 @@ def translate(
     sentences: Annotated[list[str] | None, typer.Argument(help="sentences to translate")] = None,
     input_: Annotated[Path | None, typer.Option("--input", "-i", help="file, one sentence a line")] = None,
     beam: Annotated[int | None, typer.Option(min=1, help="beam size (1 = greedy)")] = None,
-    n_best: Annotated[int, typer.Option(min=1, help="hypotheses per sentence (tab: score)")] = 1,
+    n_best: Annotated[int | None, typer.Option(
+        min=1, help="hypotheses per sentence, each `text<TAB>score` (default: decode.n_best)")] = None,
 ) -> None:
     """Translate sentences given as arguments, in a file (--input) or on stdin, streaming:
     each chunk of 1,000 lines is written (in input order) as soon as it is decoded."""
@@ -103,9 +104,10 @@ def translate(
     from nmt.rundir import load_run
     from nmt.translate import CHUNK_LINES, translate_lines, write_nbest
 
-    if beam is not None and n_best > beam:
+    if beam is not None and n_best is not None and n_best > beam:
         raise NMTError(f"--n-best {n_best} is larger than --beam {beam}")
     cfg, vocab, model, _ = load_run(run)
+    n_best = n_best or cfg.decode.n_best
     typing = input_ is None and not sentences and sys.stdin.isatty()  # a line at a time
     with line_source(None if sentences else input_) as lines:
         chunks = translate_lines(model, vocab, sentences or lines, cfg.decode, beam, n_best,
