@@ -44,6 +44,10 @@ COLUMNS = (  # (key, header, decimals)
     ("bleu", "BLEU", 2), ("chrf", "chrF", 2), ("aer", "AER", 3),
     ("diagonal_aer", "Diagonal AER", 3), ("entropy", "Entropy (nats)", 2))
 ATTENTION_KEYS = ("aer", "diagonal_aer", "entropy")
+STATISTICAL_NOTE = ("eflomal: a statistical word aligner (IBM-1, HMM, fertility; Östling & "
+                    "Tiedemann 2016) trained on the corpus's training pairs plus this split, "
+                    "both directions symmetrised; scored by the same AER code. Its grid panel "
+                    "is its 0/1 link matrix.")
 SOURCE_WORDS = (6, 14)  # default grid sentences: sources of this many words (inclusive)
 N_SENTENCES = 2
 
@@ -180,6 +184,19 @@ def table_rows(rows: list[Row]) -> list[list[str]]:
     return out
 
 
+def statistical_row(cfg: Config, split: str
+                    ) -> tuple[list[str], dict[str, dict[int, AlignmentRecord]]]:
+    """`--statistical`: eflomal's table cells (AER and the diagonal's; nothing else applies)
+    and its 0/1 link records for the grids."""
+    from nmt.align.statistical import METHOD, corpus_statistical
+
+    records, summary = corpus_statistical(cfg, split)
+    cells = [METHOD, f"statistical ({summary['symmetrize']})", "1"]
+    cells += [format_cell([summary.get(key) if key in ("aer", "diagonal_aer") else None], dec)
+              for key, _, dec in COLUMNS]
+    return cells, {METHOD: {r.index: r for r in records}}
+
+
 def table_notes(runs: list[RunSummary], split: str) -> list[Block]:
     """Signatures, footnotes and caveats that go under the table."""
     blocks: list[Block] = []
@@ -265,9 +282,12 @@ def choose_sentences(records: dict[str, dict[int, AlignmentRecord] | None]) -> l
 
 
 def plot_alignment_grids(runs: list[RunSummary], split: str, out: Path,
-                         sentences: list[int] | None, notes: list[str]) -> list[Path]:
-    """One grid per sentence (one panel per run), forced on the shared reference."""
-    records = _load_records(runs, split, notes)
+                         sentences: list[int] | None, notes: list[str],
+                         extra: dict[str, dict[int, AlignmentRecord]] | None = None
+                         ) -> list[Path]:
+    """One grid per sentence (one panel per run, then one per `extra` row such as eflomal's
+    link matrix), forced on the shared reference."""
+    records = {**_load_records(runs, split, notes), **(extra or {})}
     chosen = choose_sentences(records) if sentences is None else list(sentences)
     paths = []
     for idx in chosen:
@@ -368,9 +388,11 @@ def _load_all(run_paths: list[Path], split: str | None) -> tuple[list[RunSummary
 
 
 def compare_runs(run_paths: list[Path], out: Path, split: str | None = None,
-                 sentences: list[int] | None = None) -> Path:
-    """Write report.md, report.html and the PNGs under `out`; return the Markdown path."""
+                 sentences: list[int] | None = None, statistical: bool = False) -> Path:
+    """Write report.md, report.html and the PNGs under `out`; return the Markdown path.
+    `statistical`: one more row and grid panel, eflomal on the same split (the extra)."""
     runs, split = _load_all(run_paths, split)
+    cells, extra = statistical_row(runs[0].cfg, split) if statistical else (None, None)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise NMTError(f"{out}: exists and is not a directory; pass a folder for --out")
@@ -380,12 +402,13 @@ def compare_runs(run_paths: list[Path], out: Path, split: str | None = None,
     blocks: list[Block] = [
         ("h1", f"Comparison on `{split}`"),
         ("p", "Runs: " + ", ".join(f"`{r.path}`" for r in runs)),
-        ("table", head, table_rows(rows)), *table_notes(runs, split)]
+        ("table", head, table_rows(rows) + ([cells] if cells else [])),
+        *([("p", STATISTICAL_NOTE)] if cells else []), *table_notes(runs, split)]
     plots = [(plot_by_length(runs, out / "bleu_by_length.png"), "BLEU by source length"),
              (plot_valid_curve(runs, out / "valid_bleu_by_time.png"), "validation BLEU vs time")]
     blocks += [("h2", "Curves")] + [("img", p, alt) for p, alt in plots if p is not None]
     notes: list[str] = []
-    grids = plot_alignment_grids(runs, split, out, sentences, notes)
+    grids = plot_alignment_grids(runs, split, out, sentences, notes, extra)
     blocks.append(("h2", "Attention, side by side"))
     blocks.append(("p", GRID_NOTE))
     blocks += [("img", p, p.stem) for p in grids]

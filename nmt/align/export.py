@@ -53,6 +53,7 @@ class AlignOptions:
     symmetrize: list[str] = field(default_factory=list)  # heuristics (nmt.align.symmetrize)
     adapt: int = 0  # fine-tune a copy of each model on the pairs for N steps first (0 = off)
     adapt_lr: float = DEFAULT_LR
+    statistical: bool = False  # one more row: eflomal on the corpus + the pairs (align extra)
 
     @property
     def shifted(self) -> bool | None:
@@ -73,11 +74,15 @@ def check_options(opts: AlignOptions) -> None:
     if opts.reverse and len(opts.reverse) != len(opts.runs):
         raise NMTError(f"--reverse given {len(opts.reverse)} times for {len(opts.runs)} --run; "
                        "give one reverse run per --run, in the same order")
-    if opts.symmetrize and not opts.reverse:
+    if opts.symmetrize and not (opts.reverse or opts.statistical):
         raise NMTError("--symmetrize needs --reverse RUN2, a run trained the other way")
-    if free and (opts.reverse or opts.adapt):
-        raise NMTError("--reverse and --adapt need the same given pairs for every model; "
-                       "use --mode forced")
+    if free and (opts.reverse or opts.adapt or opts.statistical):
+        raise NMTError("--reverse, --adapt and --statistical need the same given pairs for "
+                       "every model; use --mode forced")
+    if opts.statistical:
+        from nmt.align.statistical import require_eflomal
+
+        require_eflomal()
     bad = [m for m in opts.methods if m not in METHODS]
     if bad or not opts.methods:
         raise NMTError(f"--method {bad[0] if bad else ''!r}: use one of {', '.join(METHODS)}")
@@ -261,6 +266,17 @@ def add_pair(rows: Rows, names: tuple[str, str], fwd: Extraction, rev: Extractio
                       **adapt_info(fwd, rev)})
 
 
+def add_statistical(rows: Rows, cfg: Config, sources: list[str], targets: list[str]) -> None:
+    """`--statistical`: eflomal's rows (one per --symmetrize, default grow-diag-final-and),
+    trained on the corpus's training pairs plus these pairs (nmt.align.statistical)."""
+    from nmt.align.statistical import statistical_rows
+
+    from_corpus = rows.opts.pairs is None and not rows.opts.src
+    heuristics = rows.opts.symmetrize or ["grow-diag-final-and"]
+    for name, records, info in statistical_rows(cfg, sources, targets, from_corpus, heuristics):
+        rows.add(name, records, info)
+
+
 def align_runs(opts: AlignOptions) -> dict:
     """Align with every run (and its --reverse); write `<out>/<row>.npz/.json/.links`,
     plots and summary.json; returns the summary (row name -> entry)."""
@@ -283,6 +299,8 @@ def align_runs(opts: AlignOptions) -> dict:
         if opts.reverse:
             rev = extract_run(Path(opts.reverse[k]), targets, sources, opts, "reverse")
             add_pair(rows, (names[k], names[len(opts.runs) + k]), fwd, rev)
+    if opts.statistical:
+        add_statistical(rows, load_config(opts.runs[0]), sources, targets)
     if all(r is None for r in rows.records):
         raise NMTError("none of the runs has attention to export (fixed_context models only); "
                        "use --method saliency to align them through attribution")

@@ -68,6 +68,7 @@ def align(
     symmetrize: Annotated[list[Heuristic] | None, typer.Option(help="symmetrisation with --reverse (repeatable; default grow-diag-final-and)")] = None,
     adapt: Annotated[int, typer.Option(min=0, help="fine-tune a copy of each model on the pairs for N steps before aligning (the run is not changed)")] = 0,
     adapt_lr: Annotated[float | None, typer.Option(min=1e-9, help="constant Adam learning rate for --adapt [default: nmt.align.adapt.DEFAULT_LR, 1e-4]")] = None,
+    statistical: Annotated[bool, typer.Option("--statistical", help="add a statistical aligner's row: eflomal trained on the run's corpus plus the pairs (pip install -e '.[align]')")] = False,
     over_training: Annotated[bool, typer.Option("--over-training", help="draw one validation sentence across training steps")] = False,
     sentence: Annotated[int, typer.Option(min=0, help="sentence for --over-training")] = 0,
 ) -> None:
@@ -84,7 +85,8 @@ def align(
         plot=plot, fmt=fmt.value, layer=layer, reading=reading.value, links=links.value,
         threshold=threshold, methods=[m.value for m in method or [Method.attention]],
         reverse=list(reverse or []), symmetrize=[h.value for h in symmetrize or []],
-        adapt=adapt, **({"adapt_lr": adapt_lr} if adapt_lr is not None else {}))
+        adapt=adapt, statistical=statistical,
+        **({"adapt_lr": adapt_lr} if adapt_lr is not None else {}))
     for name, row in align_runs(opts).items():
         typer.echo(f"{name:<24} {summary_line(row)}")
     typer.echo(f"wrote {out}")
@@ -107,9 +109,10 @@ def compare(
     out: Annotated[Path, typer.Option(help="report folder")] = Path("reports/compare"),
     split: Annotated[str | None, typer.Option(help="split to report (default: test)")] = None,
     sentence: Annotated[list[int] | None, typer.Option(help="sentence index for the alignment grid (repeatable)")] = None,
+    statistical: Annotated[bool, typer.Option("--statistical", help="add eflomal's row and grid panel, trained on the corpus plus the split (pip install -e '.[align]')")] = False,
 ) -> None:
     """One Markdown + HTML report putting runs side by side."""
     from nmt.report import compare_runs
 
-    path = compare_runs(list(runs), out, split, sentence)
+    path = compare_runs(list(runs), out, split, sentence, statistical)
     typer.echo(f"wrote {path} and {path.with_suffix('.html')}")

@@ -1,0 +1,133 @@
+"""The statistical aligner beside the models (eflomal, the `align` extra): tokenisation in the
+gold's convention, a one-line error without the extra, and, with it, eflomal recovering a
+known alignment and appearing as one more row in `nmt align` and `nmt compare`."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+
+import numpy as np
+import pytest
+
+from nmt.align.io import GoldAlignment, load_alignments
+from nmt.align.metrics import alignment_error_rate
+from nmt.align.statistical import (
+    INSTALL_HINT,
+    gold_style_tokens,
+    require_eflomal,
+    statistical_links,
+    statistical_records,
+)
+from nmt.data.corpora import ensure_synth
+from nmt.errors import NMTError
+from tests.test_align import cli
+from tests.test_train import MODELS, tiny_config
+
+
+def test_gold_style_tokens_follow_the_hansards_convention():
+    assert gold_style_tokens("L'homme du village s'assoit aux portes des maisons.", "fr") == [
+        "le", "homme", "de", "le", "village", "se", "assoit", "à", "les", "portes", "de", "les",
+        "maisons", "."]
+    assert gold_style_tokens("Qu'il vienne jusqu'à lundi, dit-il.", "fr") == [
+        "que", "il", "vienne", "jusque", "à", "lundi", ",", "dit", "-", "il", "."]
+    assert gold_style_tokens("The dog's well-known trick (isn't it?)", "en") == [
+        "the", "dog", "'s", "well", "-", "known", "trick", "(", "is", "n't", "it", "?", ")"]
+    assert gold_style_tokens("koyosi ga reyen o wumo .", "tgt") == "koyosi ga reyen o wumo .".split()
+
+
+def test_without_the_extra_the_error_says_how_to_install(monkeypatch, capsys, tmp_path):
+    monkeypatch.setitem(sys.modules, "eflomal", None)  # `import eflomal` raises ImportError
+    with pytest.raises(NMTError, match=r"pip install -e '\.\[align\]'"):
+        require_eflomal()
+    with pytest.raises(NMTError, match="eflomal"):
+        statistical_links(["a b"], ["x y"], (["a b"], ["x y"]))
+    code, _, err = cli(["align", "--run", str(tmp_path / "no_run"), "--statistical"], capsys)
+    assert code == 2 and err.strip() == f"nmt: error: {INSTALL_HINT}"
+
+
+def toy_corpus(n: int, seed: int = 0):
+    """A word-for-word language with its word order reversed: source word k <-> target word
+    T-1-k, so the gold is known exactly."""
+    rng = random.Random(seed)
+    vocab = [f"w{k}" for k in range(24)]
+    src, tgt, gold = [], [], []
+    for _ in range(n):
+        words = rng.sample(vocab, rng.randint(3, 7))
+        src.append(" ".join(words))
+        tgt.append(" ".join(f"T{w[1:]}" for w in reversed(words)))
+        links = frozenset((k, len(words) - 1 - k) for k in range(len(words)))
+        gold.append(GoldAlignment(links, links))
+    return src, tgt, gold
+
+
+@pytest.fixture
+def fast_eflomal(monkeypatch):
+    pytest.importorskip("eflomal", reason="the align extra (eflomal) is not installed")
+    import nmt.align.statistical as statistical
+
+    monkeypatch.setattr(statistical, "ITERATIONS", 0.1)  # tiny corpora: few iterations do
+    monkeypatch.setattr(statistical, "SAMPLERS", 1)
+
+
+def test_eflomal_recovers_a_known_alignment(fast_eflomal):
+    src, tgt, gold = toy_corpus(230)
+    train, (src, tgt, gold) = (src[:200], tgt[:200]), (src[200:], tgt[200:], gold[200:])
+    fwd, rev, info = statistical_links(src, tgt, train, threads=1)
+    assert info["train_pairs"] == 200 and info["seconds"] > 0
+    records = statistical_records(src, tgt, fwd, rev, "grow-diag-final-and", {})
+    assert alignment_error_rate([set(r.links) for r in records], gold)["aer"] <= 0.05
+    rec = records[0]
+    assert rec.meta["method"] == "eflomal" and rec.meta["symmetrize"] == "grow-diag-final-and"
+    expect = np.zeros((len(rec.tgt_words), len(rec.src_words)))
+    for i, j in rec.links:
+        expect[j, i] = 1
+    np.testing.assert_array_equal(rec.word_weights, expect)  # a 0/1 link matrix
+    inter = statistical_records(src, tgt, fwd, rev, "intersection", {})
+    assert all(set(a.links) <= set(b.links) for a, b in zip(inter, records))
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    """A barely trained Bahdanau run on a 300-pair synthetic corpus: the statistical row
+    needs only its corpus; the run's own rows sit beside it."""
+    from nmt.evaluate import evaluate_run
+    from nmt.train import Trainer
+
+    root = tmp_path_factory.mktemp("data")
+    ensure_synth(root, sizes={"train": 300, "val": 20, "test": 30})
+    cfg = tiny_config(root, tmp_path_factory.mktemp("runs"), "bahdanau", MODELS["bahdanau"],
+                      max_steps=5)
+    Trainer(cfg, quiet=True).fit()
+    evaluate_run(cfg.run_dir, "test", beam=1, limit=30)
+    return cfg.run_dir
+
+
+def test_align_statistical_adds_an_eflomal_row(fast_eflomal, small_run, tmp_path, capsys):
+    out = tmp_path / "align"
+    code, stdout, err = cli(["align", "--run", str(small_run), "--split", "test", "--limit",
+                             "12", "--statistical", "--plot", "1", "--out", str(out)], capsys)
+    assert code == 0, err
+    summary = json.loads((out / "summary.json").read_text())
+    row = summary["eflomal"]
+    assert row["method"] == "eflomal" and row["train_pairs"] == 300 and row["sentences"] == 12
+    assert row["aer"] < row["diagonal_aer"], row  # this reordering language defeats a diagonal
+    assert "eflomal" in stdout and (out / "eflomal.links").is_file()
+    records = load_alignments(out / "eflomal.npz")
+    assert [r.index for r in records] == list(range(12))
+    assert records[0].meta["method"] == "eflomal"
+    assert (out / "eflomal" / "sentence0.png").is_file() and (out / "grid_sentence0.png").is_file()
+
+
+def test_compare_statistical_adds_a_row_and_a_grid_panel(fast_eflomal, small_run, tmp_path,
+                                                         capsys):
+    out = tmp_path / "report"
+    code, _, err = cli(["compare", str(small_run), "--statistical", "--out", str(out),
+                        "--sentence", "0"], capsys)
+    assert code == 0, err
+    text = (out / "report.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| eflomal"))
+    aer, diagonal = (float(c) for c in row.strip("|").split("|")[-3:-1])
+    assert 0 <= aer < diagonal
+    assert "statistical word aligner" in text and (out / "align_test_0.png").is_file()
