@@ -26,7 +26,9 @@ from nmt.progress import tick
 from nmt.tokens import BOS, EOS, PAD
 
 METHODS = ("attention", "saliency")
-ROWS_PER_CHUNK = 512  # replicas (sentences x target positions) per forward/backward
+ROWS_PER_CHUNK = 512  # at most this many replicas (sentences x target positions) per pass
+CELLS_PER_CHUNK = 2 ** 19  # and replicas x target x source steps: bounds the memory kept for
+# the backward pass (RNN decoders keep a (rows, S, H) tensor per step: ~1 GB at H = 256)
 
 
 def saliency_rows(model: Seq2Seq, src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
@@ -52,14 +54,17 @@ def normalise_rows(scores: np.ndarray) -> np.ndarray:
 
 
 def saliency_weights(model: Seq2Seq, src_ids: list, tgt_ids: list,
-                     rows: int = ROWS_PER_CHUNK) -> list[np.ndarray]:
+                     rows: int = ROWS_PER_CHUNK, cells: int = CELLS_PER_CHUNK
+                     ) -> list[np.ndarray]:
     """Saliency (1, 1, T+1, S) per pair, rows normalised; src ids end in EOS, tgt ids do
-    not. Chunks of length-sorted sentences hold about `rows` replicas."""
+    not. Chunks of length-sorted sentences hold at most `rows` replicas and `cells`
+    replica x target x source positions (or one sentence)."""
     model.eval()  # no dropout: the attribution of the model as it translates
     device = next(model.parameters()).device
     out: list[np.ndarray] = [None] * len(src_ids)  # type: ignore[list-item]
     order = sorted(range(len(src_ids)), key=lambda i: (len(tgt_ids[i]), len(src_ids[i])))
-    for chunk in _chunks(order, [len(t) + 1 for t in tgt_ids], rows):
+    for chunk in _chunks(order, [len(t) + 1 for t in tgt_ids], [len(s) for s in src_ids],
+                         rows, cells):
         src = pad([list(src_ids[i]) for i in chunk]).to(device)
         tgt = [list(tgt_ids[i]) for i in chunk]
         with torch.enable_grad():
@@ -72,16 +77,18 @@ def saliency_weights(model: Seq2Seq, src_ids: list, tgt_ids: list,
     return out
 
 
-def _chunks(order: list[int], widths: list[int], rows: int):
-    """Consecutive runs of `order` whose (longest width) x (count) stays within `rows`."""
+def _chunks(order: list[int], widths: list[int], lengths: list[int], rows: int, cells: int):
+    """Consecutive runs of `order`: count x widest <= rows and count x widest^2 x longest
+    source <= cells (a single sentence always makes a chunk)."""
     chunk: list[int] = []
-    width = 0
+    width = length = 0
     for i in order:
-        wider = max(width, widths[i])
-        if chunk and wider * (len(chunk) + 1) > rows:
+        w, s = max(width, widths[i]), max(length, lengths[i])
+        n = len(chunk) + 1
+        if chunk and (n * w > rows or n * w * w * s > cells):
             yield chunk
-            chunk, wider = [], widths[i]
+            chunk, w, s = [], widths[i], lengths[i]
         chunk.append(i)
-        width = wider
+        width, length = w, s
     if chunk:
         yield chunk
