@@ -1,4 +1,6 @@
 """Throughput at fixed shapes on Multi30k de-en: parameters, training target tokens/s,
+training FLOP/s as a fraction of the fp32 GEMM peak at the model's own matrix shapes
+(both measured in the same process: a number that travels between machines),
 decoding sentences/s (greedy and beam 5, batch 64) and peak memory, per family.
 
 Each family runs in its own process (clean peak memory), one after the other, so the
@@ -15,6 +17,7 @@ import resource
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,11 +28,8 @@ def measure(family: str, steps: int, sentences: int, threads: int, runs_dir: Pat
     import torch
 
     from nmt.config import load_config
-    from nmt.data.batching import iterate_batches, token_batches
     from nmt.data.subwords import Vocab, encode_split, prepare_vocab
     from nmt.models import build_model
-    from nmt.train import loss_fn
-    from nmt.translate import translate_ids
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -39,38 +39,67 @@ def measure(family: str, steps: int, sentences: int, threads: int, runs_dir: Pat
     src, tgt = encode_split(cfg, vocab_dir, cfg.data.train)
     model = build_model(cfg.model, vocab.src_size, vocab.tgt_size, vocab.joint)
     params = sum(p.numel() for p in model.parameters())
-    optim = torch.optim.Adam(model.parameters(), lr=1e-4)
-    lengths = [(len(s), len(t)) for s, t in zip(src, tgt)]
-    batches = token_batches(lengths, cfg.train.batch_tokens, seed=1)[: steps + 3]
-    model.train()
-    tokens, seconds = 0, 0.0
-    for i, batch in enumerate(iterate_batches(src, tgt, batches)):
-        tick = time.perf_counter()
-        loss = loss_fn(model, batch, cfg.train.label_smoothing)
-        (loss / batch.n_tokens).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optim.step()
-        optim.zero_grad(set_to_none=True)
-        if i >= 3:  # the first steps warm up allocators and kernels
-            seconds += time.perf_counter() - tick
-            tokens += batch.n_tokens
+    out = {"family": family, "params": params, **train_rates(model, cfg, src, tgt, steps)}
     test_src, _ = encode_split(cfg, vocab_dir, cfg.data.test)
-    test_src = test_src[:sentences]
     trained = runs_dir / family
     if (trained / "checkpoints").is_dir():  # decode with a trained model: realistic lengths
         from nmt.rundir import load_run
 
         _, vocab, model, _ = load_run(trained)
+    out["decoded_by"] = "trained" if (trained / "checkpoints").is_dir() else "untrained"
+    out.update(decode_rates(model, vocab, test_src[:sentences], cfg))
+    out["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def train_rates(model, cfg, src: list, tgt: list, steps: int) -> dict:
+    """Target tokens/s and FLOP/s over `steps` timed training steps (after 3 warm-up
+    steps); each timed batch's FLOPs are counted in a separate, untimed pass."""
+    import torch
+    from flops import gemm_peak, step_flops
+
+    from nmt.data.batching import iterate_batches, token_batches
+    from nmt.train import loss_fn
+
+    optim = torch.optim.Adam(model.parameters(), lr=1e-4)
+    lengths = [(len(s), len(t)) for s, t in zip(src, tgt)]
+    batches = token_batches(lengths, cfg.train.batch_tokens, seed=1)[: steps + 3]
+    model.train()
+    tokens, seconds, flops, shapes = 0, 0.0, 0, Counter()
+
+    def forward_backward(batch):
+        (loss_fn(model, batch, cfg.train.label_smoothing) / batch.n_tokens).backward()
+
+    for i, batch in enumerate(iterate_batches(src, tgt, batches)):
+        if i >= 3:  # the first steps warm up allocators and kernels
+            counted, by_shape = step_flops(lambda: forward_backward(batch))
+            flops += counted
+            shapes.update(by_shape)
+            optim.zero_grad(set_to_none=True)
+        tick = time.perf_counter()
+        forward_backward(batch)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optim.step()
+        optim.zero_grad(set_to_none=True)
+        if i >= 3:
+            seconds += time.perf_counter() - tick
+            tokens += batch.n_tokens
+    peak, shape = gemm_peak(shapes)
+    return {"train_tok_s": tokens / seconds, "train_flop_s": flops / seconds,
+            "gemm_peak": peak, "gemm_shape": list(shape), "flops_per_tok": flops / tokens}
+
+
+def decode_rates(model, vocab, test_src: list, cfg) -> dict:
+    """Sentences/s of greedy and beam-5 decoding (batch `decode.batch_size`)."""
+    from nmt.translate import translate_ids
+
     model.eval()
-    decode = {}
-    for beam in (1, 5):
+    rates = {}
+    for beam, key in ((1, "greedy_sent_s"), (5, "beam5_sent_s")):
         tick = time.perf_counter()
         translate_ids(model, vocab, test_src, cfg.decode, beam=beam)
-        decode[beam] = len(test_src) / (time.perf_counter() - tick)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"family": family, "params": params, "train_tok_s": tokens / seconds,
-            "decoded_by": "trained" if (trained / "checkpoints").is_dir() else "untrained",
-            "greedy_sent_s": decode[1], "beam5_sent_s": decode[5], "peak_mib": peak}
+        rates[key] = len(test_src) / (time.perf_counter() - tick)
+    return rates
 
 
 def main() -> None:
@@ -88,19 +117,46 @@ def main() -> None:
         print(json.dumps(measure(args.one, args.steps, args.sentences, args.threads,
                                  args.runs)))
         return
-    print("| family | parameters | train tgt tok/s | greedy sent/s | beam-5 sent/s | peak MiB "
-          "| decoded by |")
-    print("|---|---|---|---|---|---|---|")
+    print(conditions(args))
+    print("| family | parameters | train tgt tok/s | train GFLOP/s | fp32 GEMM peak GFLOP/s "
+          "(m×k×n) | fraction of peak | greedy sent/s | beam-5 sent/s | peak MiB | decoded by |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    untrained = []
     for family in args.families:
         out = subprocess.run([sys.executable, __file__, "--one", family, "--steps",
                               str(args.steps), "--sentences", str(args.sentences),
                               "--threads", str(args.threads), "--runs", str(args.runs)],
                              capture_output=True, text=True, cwd=ROOT, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
+        shape = "×".join(map(str, r["gemm_shape"]))
         print(f"| {family} | {r['params'] / 1e6:.1f} M | {r['train_tok_s']:,.0f} | "
-              f"{r['greedy_sent_s']:.1f} | {r['beam5_sent_s']:.1f} | {r['peak_mib']:,.0f} | "
-              f"{r['decoded_by']} model |",
+              f"{r['train_flop_s'] / 1e9:.1f} | {r['gemm_peak'] / 1e9:.1f} ({shape}) | "
+              f"{r['train_flop_s'] / r['gemm_peak']:.1%} | {r['greedy_sent_s']:.1f} | "
+              f"{r['beam5_sent_s']:.1f} | {r['peak_mib']:,.0f} | {r['decoded_by']} model |",
               flush=True)
+        if r["decoded_by"] == "untrained":
+            untrained.append(family)
+    if untrained:
+        print(f"\nNote: no trained run under {args.runs} for {', '.join(untrained)}: decoded "
+              "with an untrained model, which stops at random lengths; its decoding speed "
+              "is not a realistic figure (train runs/<family> first).")
+
+
+def conditions(args) -> str:
+    """Date, machine, threads, versions and load: the conditions every figure depends on."""
+    import os
+    import platform
+
+    import torch
+
+    info = Path("/proc/cpuinfo")
+    names = [x.split(":", 1)[1].strip() for x in info.read_text().splitlines()
+             if x.startswith("model name")] if info.is_file() else []
+    cpu = names[0] if names else platform.processor()
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (f"{time.strftime('%Y-%m-%d %H:%M')} | {cpu}, {os.cpu_count()} CPUs, "
+            f"{args.threads} threads | torch {torch.__version__} | load average {load} | "
+            f"{args.steps} timed steps, {args.sentences} sentences\n")
 
 
 if __name__ == "__main__":
