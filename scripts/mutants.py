@@ -241,25 +241,30 @@ def run_tests(copy: Path, tests: list[str], timeout: float) -> tuple[str, str]:
         out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(out, 1)
         os.dup2(out, 2)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         import pytest
 
         code = pytest.main([*tests, "-x", "-q", "-p", "no:cacheprovider", "-W", "ignore"])
         os._exit(int(code))
     deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            if os.waitstatus_to_exitcode(status) == 0:
-                return "passed", ""
-            failed = [line.split(" - ")[0].split(" ", 1)[1] for line in
-                      log.read_text(errors="replace").splitlines()
-                      if line.startswith(("FAILED ", "ERROR "))]
-            return "failed", (failed or ["(no test id: see pytest output)"])[0]
-        if time.monotonic() > deadline:
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                pid = 0
+                if os.waitstatus_to_exitcode(status) == 0:
+                    return "passed", ""
+                failed = [line.split(" - ")[0].split(" ", 1)[1] for line in
+                          log.read_text(errors="replace").splitlines()
+                          if line.startswith(("FAILED ", "ERROR "))]
+                return "failed", (failed or ["(no test id: see pytest output)"])[0]
+            if time.monotonic() > deadline:
+                return "timeout", ""
+            time.sleep(0.02)
+    finally:  # a timeout, or the parent interrupted: the child goes too
+        if pid:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            return "timeout", ""
-        time.sleep(0.02)
 
 
 def check(mutants: list[Mutant], timeout: float, log=print) -> dict[str, list[Mutant]]:
@@ -333,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", help="mutant ids (file:line:k) or named ones")
     parser.add_argument("--named", action="store_true", help="the issue's named mutations")
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per mutant")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     os.chdir(ROOT)
