@@ -163,6 +163,8 @@ def _skipped(tree: ast.AST) -> set[int]:
             parts = [node]
         elif isinstance(node, ast.arguments):  # default values: settings, not equations
             parts = [d for d in node.defaults + node.kw_defaults if d is not None]
+        elif isinstance(node, ast.ClassDef):  # dataclass field defaults, likewise
+            parts = [n.value for n in node.body if isinstance(n, ast.AnnAssign) and n.value]
         elif isinstance(node, ast.arg | ast.AnnAssign | ast.FunctionDef) and getattr(
                 node, "annotation", None) is not None:
             parts = [node.annotation]

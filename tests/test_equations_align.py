@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from nmt.align.export import AlignOptions
+from nmt.align.extract import default_shifted, forced_weights, make_record
 from nmt.align.words import reading, word_matrix
 from nmt.errors import NMTError
+from nmt.tokens import BOS, EOS_PIECE
+from tests.conftest import tiny_model
 
 
 def coded(L: int, H: int, rows: int, S: int) -> np.ndarray:
@@ -54,16 +58,18 @@ def test_single_map_families_read_naively_without_the_eos_row():
     np.testing.assert_array_equal(reading(one_layer), one_layer[0].mean(0)[1:])
 
 
+ROWS = np.array([
+    [1.0, 0.0, 0.0, 0.0],  # row 0 (input BOS): only the naive reading uses it
+    [0.1, 0.1, 0.6, 0.2],  # row 1 (input ▁a)
+    [0.5, 0.3, 0.1, 0.1],  # row 2 (input ▁b)
+    [0.2, 0.2, 0.2, 0.4],  # row 3 (input c)
+])
+
+
 def test_word_matrix_of_the_shifted_reading_known_answer():
     """Target pieces ▁a ▁b c, source pieces ▁x y ▁z + EOS; one layer, one head would be
     naive, so two heads that agree: the shifted rows 1..3 are used."""
-    rows = np.array([
-        [1.0, 0.0, 0.0, 0.0],  # row 0 (input BOS): only the naive reading uses it
-        [0.1, 0.1, 0.6, 0.2],  # row 1 (input ▁a): piece ▁a
-        [0.5, 0.3, 0.1, 0.1],  # row 2 (input ▁b): piece ▁b
-        [0.2, 0.2, 0.2, 0.4],  # row 3 (input c): piece c
-    ])
-    w = np.stack([rows, rows])[None]  # (L=1, H=2, T+1=4, S=4)
+    w = np.stack([ROWS, ROWS])[None]  # (L=1, H=2, T+1=4, S=4)
     words = word_matrix(w, ["▁x", "y", "▁z"], ["▁a", "▁b", "c"])
     # word a = row 1: [0.1 + 0.1, 0.6] / 0.8; word bc = mean of rows 2, 3: [0.35, 0.25,
     # 0.15] -> [0.6, 0.15] / 0.75 (EOS column dropped, rows renormalised)
@@ -77,3 +83,46 @@ def test_align_options_default_to_the_automatic_reading_and_layer():
     opts = AlignOptions(runs=[])
     assert opts.layer is None and opts.reading == "auto" and opts.shifted is None
     assert AlignOptions(runs=[], reading="naive").shifted is False
+
+
+def test_each_family_reads_its_own_default_way():
+    assert default_shifted(tiny_model("transformer"), "attention", None) is True
+    assert default_shifted(tiny_model("bahdanau"), "attention", None) is False
+    assert default_shifted(tiny_model("bahdanau"), "attention", True) is True
+    assert default_shifted(tiny_model("transformer"), "saliency", None) is False
+
+
+def test_forced_weights_are_each_pairs_attention_alone():
+    """Batched, sorted and padded extraction gives every pair its own (L, H, T+1, S)."""
+    model = tiny_model("transformer")
+    src = [[5, 6, 7, 3], [8, 3], [9, 10, 11, 12, 13, 3]]
+    tgt = [[14, 15], [16, 17, 18], [19]]
+    for s, t, w in zip(src, tgt, forced_weights(model, src, tgt, batch_size=2)):
+        _, attn = model(torch.tensor([s]), torch.tensor([[BOS] + t]), need_attn=True)
+        assert w.shape == (2, 4, len(t) + 1, len(s))
+        np.testing.assert_allclose(w, attn[0].detach().numpy(), atol=1e-5)
+
+
+class Pieces:
+    """A vocabulary stand-in: ids to SentencePiece pieces."""
+
+    TABLE = {5: "▁x", 6: "y", 7: "▁z", 3: "</s>", 14: "▁a", 15: "▁b", 16: "c"}
+
+    def src_pieces(self, ids: list[int]) -> list[str]:
+        return [self.TABLE[i] for i in ids]
+
+    tgt_pieces = src_pieces
+
+
+def test_make_record_words_weights_and_links():
+    w = ROWS[None, None]  # an RNN's one map, read naively: rows 0..2
+    rec = make_record(4, Pieces(), [5, 6, 7, 3], [14, 15, 16], w, shifted=False)
+    assert rec.index == 4
+    assert rec.src_tokens == ["▁x", "y", "▁z", EOS_PIECE]
+    assert rec.tgt_tokens == ["▁a", "▁b", "c", EOS_PIECE]
+    assert (rec.src_words, rec.tgt_words) == (["xy", "z"], ["a", "bc"])
+    np.testing.assert_allclose(rec.word_weights, [[1.0, 0.0], [0.5 / 0.85, 0.35 / 0.85]],
+                               rtol=1e-6)
+    assert rec.links == [(0, 0), (0, 1)]  # (source word, target word) by argmax
+    shifted = make_record(4, Pieces(), [5, 6, 7, 3], [14, 15, 16], w, shifted=True)
+    assert shifted.links == [(0, 1), (1, 0)]  # a -> z (0.75), bc -> xy (0.8)
