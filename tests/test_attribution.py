@@ -56,7 +56,7 @@ def test_rows_follow_their_own_target_position():
     model = ReadsOneWord(lambda t: t)
     sources = [[5, 6, 7, 8, 9, 3], [10, 11, 12, 13, 3]]
     targets = [[20, 21, 22, 23], [24, 25, 26, 27]]
-    for w in saliency_weights(model, sources, targets, rows=5):  # one sentence per chunk
+    for w in saliency_weights(model, sources, targets, sentences=1):  # one sentence per chunk
         np.testing.assert_allclose(w[0, 0], np.eye(5, w.shape[-1]), atol=1e-6)
 
 

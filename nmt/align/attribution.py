@@ -8,9 +8,10 @@ column included), a_ts / sum_s' a_ts'. Rows are stored like a single attention m
 the word reduction, links, npz, plots and reports treat them exactly like attention
 (read naively: there is no shifted reading of an attribution).
 
-Batching: every sentence of a chunk is repeated once per target position, r = t * B + b,
-and replica r back-propagates only log p(y_t) of sentence b: one forward and one backward
-per chunk give every row of every sentence.
+Batching: one teacher-forced forward pass per chunk of sentences, then one backward pass
+per target position t of log p(y_t) summed over the chunk's sentences (they are
+independent, so each sentence's gradient is its own); an RNN's backward for position t
+only runs through steps 0..t.
 """
 
 from __future__ import annotations
@@ -26,25 +27,22 @@ from nmt.progress import tick
 from nmt.tokens import BOS, EOS, PAD
 
 METHODS = ("attention", "saliency")
-ROWS_PER_CHUNK = 512  # at most this many replicas (sentences x target positions) per pass
-CELLS_PER_CHUNK = 2 ** 19  # and replicas x target x source steps: bounds the memory kept for
-# the backward pass (RNN decoders keep a (rows, S, H) tensor per step: ~1 GB at H = 256)
+SENTENCES_PER_CHUNK = 64
+CELLS_PER_CHUNK = 2 ** 18  # sentences x target x source positions per chunk: bounds the
+# memory the backward passes keep (an RNN decoder keeps (S, H) per step and sentence)
 
 
 def saliency_rows(model: Seq2Seq, src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
     """grad x input norms (B, T, S) for a padded batch: src (B, S), tgt_in/tgt_out (B, T)."""
-    B, T = tgt_in.shape
-    emb = model.embed_source(src).detach()  # (B, S, E)
-    reps = emb.repeat(T, 1, 1).requires_grad_(True)  # (T*B, S, E), replica t*B + b
-    select = torch.zeros(T, B, T, dtype=torch.bool, device=src.device)
-    select[torch.arange(T), :, torch.arange(T)] = True  # replica (t, b) scores position t
-    logits, _ = model(src.repeat(T, 1), tgt_in.repeat(T, 1), select=select.view(T * B, T),
-                      src_emb=reps)  # (T*B, V)
-    gold = tgt_out.t().reshape(-1)  # (T*B,) piece t of sentence b
-    picked = F.log_softmax(logits.float(), -1).gather(1, gold[:, None]).squeeze(1)
-    (grad,) = torch.autograd.grad(picked.masked_fill(gold == PAD, 0.0).sum(), reps)
-    scores = (grad * reps.detach()).norm(dim=-1).view(T, B, -1).transpose(0, 1)  # (B, T, S)
-    return scores.masked_fill((src == PAD)[:, None, :], 0.0)
+    emb = model.embed_source(src).detach().requires_grad_(True)  # (B, S, E)
+    logits, _ = model(src, tgt_in, src_emb=emb)  # (B, T, V)
+    logp = F.log_softmax(logits.float(), -1).gather(2, tgt_out.unsqueeze(-1)).squeeze(-1)
+    logp = logp.masked_fill(tgt_out == PAD, 0.0)  # (B, T): padding gives zero gradients
+    T, rows = logp.size(1), []
+    for t in range(T):
+        (grad,) = torch.autograd.grad(logp[:, t].sum(), emb, retain_graph=t + 1 < T)
+        rows.append((grad * emb.detach()).norm(dim=-1))  # (B, S)
+    return torch.stack(rows, 1).masked_fill((src == PAD)[:, None, :], 0.0)
 
 
 def normalise_rows(scores: np.ndarray) -> np.ndarray:
@@ -54,17 +52,17 @@ def normalise_rows(scores: np.ndarray) -> np.ndarray:
 
 
 def saliency_weights(model: Seq2Seq, src_ids: list, tgt_ids: list,
-                     rows: int = ROWS_PER_CHUNK, cells: int = CELLS_PER_CHUNK
+                     sentences: int = SENTENCES_PER_CHUNK, cells: int = CELLS_PER_CHUNK
                      ) -> list[np.ndarray]:
     """Saliency (1, 1, T+1, S) per pair, rows normalised; src ids end in EOS, tgt ids do
-    not. Chunks of length-sorted sentences hold at most `rows` replicas and `cells`
-    replica x target x source positions (or one sentence)."""
+    not. Chunks of length-sorted sentences hold at most `sentences` sentences and `cells`
+    sentence x target x source positions (or one sentence)."""
     model.eval()  # no dropout: the attribution of the model as it translates
     device = next(model.parameters()).device
     out: list[np.ndarray] = [None] * len(src_ids)  # type: ignore[list-item]
     order = sorted(range(len(src_ids)), key=lambda i: (len(tgt_ids[i]), len(src_ids[i])))
     for chunk in _chunks(order, [len(t) + 1 for t in tgt_ids], [len(s) for s in src_ids],
-                         rows, cells):
+                         sentences, cells):
         src = pad([list(src_ids[i]) for i in chunk]).to(device)
         tgt = [list(tgt_ids[i]) for i in chunk]
         with torch.enable_grad():
@@ -77,15 +75,15 @@ def saliency_weights(model: Seq2Seq, src_ids: list, tgt_ids: list,
     return out
 
 
-def _chunks(order: list[int], widths: list[int], lengths: list[int], rows: int, cells: int):
-    """Consecutive runs of `order`: count x widest <= rows and count x widest^2 x longest
-    source <= cells (a single sentence always makes a chunk)."""
+def _chunks(order: list[int], widths: list[int], lengths: list[int], sentences: int,
+            cells: int):
+    """Consecutive runs of `order`: count <= sentences and count x widest x longest source
+    <= cells (a single sentence always makes a chunk)."""
     chunk: list[int] = []
     width = length = 0
     for i in order:
         w, s = max(width, widths[i]), max(length, lengths[i])
-        n = len(chunk) + 1
-        if chunk and (n * w > rows or n * w * w * s > cells):
+        if chunk and (len(chunk) + 1 > sentences or (len(chunk) + 1) * w * s > cells):
             yield chunk
             chunk, w, s = [], widths[i], lengths[i]
         chunk.append(i)
