@@ -7,8 +7,6 @@ against training time, and side-by-side attention grids of a few test sentences.
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 import re
 import statistics
@@ -20,6 +18,7 @@ import torch
 from nmt.align.io import AlignmentRecord, load_alignments
 from nmt.checkpoint import load_checkpoint
 from nmt.config import Config, config_to_dict
+from nmt.document import Block, render_html, render_markdown
 from nmt.errors import NMTError
 from nmt.models import MODELS
 from nmt.plotting import plot_grid, plot_lines
@@ -51,7 +50,6 @@ STATISTICAL_NOTE = ("eflomal: a statistical word aligner (IBM-1, HMM, fertility;
 SOURCE_WORDS = (6, 14)  # default grid sentences: sources of this many words (inclusive)
 N_SENTENCES = 2
 
-Block = tuple  # ("h2", text) | ("p", text) | ("list", items) | ("table", head, rows) | ("img", path, alt)
 
 
 @dataclass
@@ -311,62 +309,6 @@ def plot_alignment_grids(runs: list[RunSummary], split: str, out: Path,
         paths.append(plot_grid(panels, ref.src_words, ref.tgt_words, path,
                                title=f"{split} sentence {idx} (attention forced on the reference)"))
     return paths
-
-
-# -------------------------------------------------------------------------------- rendering
-
-
-def render_markdown(blocks: list[Block]) -> str:
-    lines: list[str] = []
-    for block in blocks:
-        kind = block[0]
-        if kind in ("h1", "h2"):
-            lines += ["#" * int(kind[1]) + " " + block[1], ""]
-        elif kind == "p":
-            lines += [block[1], ""]
-        elif kind == "list":
-            lines += [f"- {item}" for item in block[1]] + [""]
-        elif kind == "table":
-            head, rows = block[1], block[2]
-            lines.append("| " + " | ".join(h.replace("|", "\\|") for h in head) + " |")
-            lines.append("|" + "|".join("---" for _ in head) + "|")
-            lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
-            lines.append("")
-        elif kind == "img":
-            lines += [f"![{block[2]}]({block[1].name})", ""]
-    return "\n".join(lines)
-
-
-def _inline(text: str) -> str:
-    """HTML-escape and turn `code` spans into <code>."""
-    return re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(text))
-
-
-def render_html(blocks: list[Block], title: str) -> str:
-    """A standalone page: every image inlined as a base64 data URI."""
-    body: list[str] = []
-    for block in blocks:
-        kind = block[0]
-        if kind in ("h1", "h2", "p"):
-            body.append(f"<{kind}>{_inline(block[1])}</{kind}>")
-        elif kind == "list":
-            body.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in block[1]) + "</ul>")
-        elif kind == "table":
-            head = "".join(f"<th>{html.escape(h)}</th>" for h in block[1])
-            rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-                           for row in block[2])
-            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
-        elif kind == "img":
-            data = base64.b64encode(block[1].read_bytes()).decode("ascii")
-            body.append(f'<figure><img alt="{html.escape(block[2])}" '
-                        f'src="data:image/png;base64,{data}"></figure>')
-    style = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto}"
-             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px}"
-             "td{text-align:right}td:first-child,td:nth-child(2){text-align:left}"
-             "img{max-width:100%}")
-    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}"
-            f"</title><style>{style}</style></head><body>\n" + "\n".join(body)
-            + "\n</body></html>\n")
 
 
 # ---------------------------------------------------------------------------------- compare
