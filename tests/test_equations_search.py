@@ -86,6 +86,13 @@ def test_nbest_has_no_duplicates_and_is_sorted():
         [math.log(0.5), math.log(0.3), math.log(0.2) + math.log(0.6)])
 
 
+def test_a_sentence_keeps_at_most_beam_finished_hypotheses():
+    """Two hypotheses end at the same step when one place is left: only the better one."""
+    script = {(): {EOS: 0.4, A: 0.35, B: 0.25}, (A,): {EOS: 1.0}, (B,): {EOS: 1.0}}
+    hyps = beam_search(Scripted(script), SRC, beam=2, alpha=0.0, n_best=5)[0]
+    assert [h.tokens for h in hyps] == [[], [A]]
+
+
 def test_greedy_follows_the_arg_max_and_stops_at_eos():
     script = {(): {A: 0.6, EOS: 0.4}, (A,): {B: 0.7, EOS: 0.3}, (A, B): {EOS: 0.9, A: 0.1}}
     assert greedy(Scripted(script), SRC) == [[A, B]]
