@@ -21,7 +21,9 @@ from nmt.errors import NMTError
 from nmt.models.base import Seq2Seq
 from nmt.train import loss_fn
 
-DEFAULT_LR = 1e-4  # see README "Adapting to the text": chosen on the synthetic validation gold
+# Chosen on the synthetic validation gold (200 val pairs, 100 steps, README "Adapting"):
+# AER 0.360 unadapted; lr 3e-5 0.302, 1e-4 0.249, 3e-4 0.199, 1e-3 0.171, 3e-3 0.169.
+DEFAULT_LR = 1e-3
 
 
 @dataclass(frozen=True)

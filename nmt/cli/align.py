@@ -67,7 +67,7 @@ def align(
     reverse: Annotated[list[Path] | None, typer.Option(help="a run trained the other way on the same corpus, one per --run: adds its flipped and the symmetrised rows")] = None,
     symmetrize: Annotated[list[Heuristic] | None, typer.Option(help="symmetrisation with --reverse (repeatable; default grow-diag-final-and)")] = None,
     adapt: Annotated[int, typer.Option(min=0, help="fine-tune a copy of each model on the pairs for N steps before aligning (the run is not changed)")] = 0,
-    adapt_lr: Annotated[float | None, typer.Option(min=1e-9, help="constant Adam learning rate for --adapt [default: nmt.align.adapt.DEFAULT_LR, 1e-4]")] = None,
+    adapt_lr: Annotated[float | None, typer.Option(min=1e-9, help="constant Adam learning rate for --adapt [default: 1e-3, nmt.align.adapt.DEFAULT_LR]")] = None,
     statistical: Annotated[bool, typer.Option("--statistical", help="add a statistical aligner's row: eflomal trained on the run's corpus plus the pairs (pip install -e '.[align]')")] = False,
     over_training: Annotated[bool, typer.Option("--over-training", help="draw one validation sentence across training steps")] = False,
     sentence: Annotated[int, typer.Option(min=0, help="sentence for --over-training")] = 0,
