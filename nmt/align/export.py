@@ -230,7 +230,8 @@ class Rows:
             return
         save_alignments(self.opts.out / f"{name}.npz", records)
         write_links(self.opts.out / f"{name}.links", records)
-        entries = load_gold(self.gold, records, self.opts.one_based) if self.gold else None
+        entries = (load_gold(self.gold, records, self.opts.one_based, prefix=bool(self.opts.limit))
+                   if self.gold else None)
         row = {**info, **alignment_summary(records, entries)}
         if entries is not None and records[0].weights.shape[0] * records[0].weights.shape[1] > 1:
             row["aer_by_layer"] = layer_table(records, entries, self.opts)

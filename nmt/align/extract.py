@@ -110,7 +110,7 @@ def dump_split_alignments(model: Seq2Seq, vocab: Vocab, src_ids: list, tgt_ids: 
     save_alignments(path, records)
     write_links(path.with_suffix(".links"), records)
     gold = corpus_gold(cfg, path.stem)
-    entries = load_gold(gold, records) if gold is not None else None
+    entries = load_gold(gold, records, prefix=True) if gold is not None else None  # --limit
     return alignment_summary(records, entries)
 
 

@@ -112,11 +112,12 @@ def check_links_in_range(
                 )
 
 
-def load_gold(path: Path, records: Sequence[AlignmentRecord], one_based: bool = False
-              ) -> list[GoldAlignment]:
-    """Gold links for `records` (a prefix of the file when fewer sentences were aligned),
-    checked to lie inside each sentence pair's words."""
-    gold = read_gold(path, one_based)[:len(records)]
+def load_gold(path: Path, records: Sequence[AlignmentRecord], one_based: bool = False,
+              prefix: bool = False) -> list[GoldAlignment]:
+    """Gold links for `records`, checked to lie inside each sentence pair's words. With
+    `prefix` (a --limit aligned only the first sentences) the file may have more lines."""
+    gold = read_gold(path, one_based)
+    gold = gold[:len(records)] if prefix else gold
     check_links_in_range(gold, [len(r.src_words) for r in records],
                          [len(r.tgt_words) for r in records], path)
     return gold

@@ -183,5 +183,5 @@ def corpus_statistical(cfg: Config, split: str, heuristic: str = "grow-diag-fina
         sources, targets = sources[:limit], targets[:limit]
     (_, records, info), = statistical_rows(cfg, sources, targets, True, (heuristic,))
     gold = corpus_gold(cfg, split)
-    entries = load_gold(gold, records) if gold is not None else None
+    entries = load_gold(gold, records, prefix=bool(limit)) if gold is not None else None
     return records, {**info, **alignment_summary(records, entries)}

@@ -45,10 +45,18 @@ def main() -> None:
             raise
         # one line, like every other input error: "Invalid value for '--beam': 0 is not ..."
         message = " ".join(exc.format_message().split())
-        command = getattr(getattr(exc, "ctx", None), "command_path", "nmt")
-        typer.echo(f"nmt: error: {message} (see `{command} --help`)", err=True)
+        typer.echo(f"nmt: error: {message} (see `{_command(exc)} --help`)", err=True)
         sys.exit(exc.exit_code)
     if code == 130:
         typer.echo("nmt: interrupted", err=True)
     if isinstance(code, int) and code:
         sys.exit(code)
+
+
+def _command(exc: Exception) -> str:
+    """`nmt align`, whatever the program was called (python -m nmt, a test runner...)."""
+    ctx, names = getattr(exc, "ctx", None), []
+    while ctx is not None and ctx.parent is not None:
+        names.insert(0, ctx.info_name)
+        ctx = ctx.parent
+    return " ".join(["nmt", *names])
