@@ -1,0 +1,204 @@
+"""Word-alignment benchmark (`make bench-align`): one table of AER, precision, recall and
+seconds for family x method (attention, saliency) x (single direction / symmetrised) x
+(adapted or not), on the synthetic test set and on the 447 human-aligned Hansards en-fr
+sentences, beside the diagonal baseline and the statistical aligner (eflomal).
+
+Every number comes from `nmt align`'s own code (`nmt.align.export.align_runs`, the eflomal
+extra in `nmt.align.statistical`, AER from `nmt.align.metrics`). It reads existing runs and
+skips missing ones with a line saying how to train them:
+    synthetic:  runs/conv/<family> and runs/conv/<family>_tgt-src
+                (nmt train -c configs/synth/converged/<family>[_tgt-src].yaml)
+    Hansards:   runs/<family>_en-fr and runs/<family>_fr-en (Multi30k en-fr / fr-en;
+                nmt train -c configs/multi30k/<family>_en-fr.yaml, and _fr-en)
+Writes reports/bench-align/alignment.md and alignment.json (+ each setting's `nmt align`
+output under reports/bench-align/<dataset>/).
+
+Usage: python benchmarks/alignment.py [--only synth hansards] [--limit N] [--adapt STEPS]
+       [--methods attention saliency] [--symmetrize grow-diag-final-and intersection]
+       [--no-eflomal] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLD_DIR = ROOT.parent / "shared" / "corpora" / "alignment-gold" / "en-fr"
+SYNTH_FAMILIES = ("bahdanau", "luong_general", "luong_local_p", "transformer",
+                  "fixed_context")
+HANSARDS_FAMILIES = ("bahdanau", "luong_general", "transformer")
+
+
+def synth_dataset() -> dict:
+    """The synthetic corpus's test split with its gold; converged runs of every family."""
+    runs = [(f, ROOT / "runs" / "conv" / f, ROOT / "runs" / "conv" / f"{f}_tgt-src",
+             f"configs/synth/converged/{f}.yaml", f"configs/synth/converged/{f}_tgt-src.yaml")
+            for f in SYNTH_FAMILIES]
+    return {"name": "synth", "title": "synthetic test set (500 pairs, gold of the generator)",
+            "runs": runs, "options": {"split": "test"},
+            "config": ROOT / "configs" / "synth" / "converged" / "bahdanau.yaml"}
+
+
+def hansards_dataset() -> dict:
+    """Hansards en-fr (Och & Ney 2003, 447 pairs) with models trained on Multi30k en-fr."""
+    runs = [(f, ROOT / "runs" / f"{f}_en-fr", ROOT / "runs" / f"{f}_fr-en",
+             f"configs/multi30k/{f}_en-fr.yaml", f"configs/multi30k/{f}_fr-en.yaml")
+            for f in HANSARDS_FAMILIES]
+    return {"name": "hansards", "title": "Hansards en-fr (447 pairs, sure + possible gold)",
+            "runs": runs,
+            "options": {"pairs": GOLD_DIR / "hansards.en-fr",
+                        "gold": GOLD_DIR / "hansards.en-fr.gold", "one_based": True},
+            "config": ROOT / "configs" / "multi30k" / "bahdanau_en-fr.yaml"}
+
+
+def trained(run: Path) -> bool:
+    return (run / "checkpoints" / "best.pt").is_file() or (run / "checkpoints" / "last.pt").is_file()
+
+
+def score_rows(dataset: str, family: str, adapt: int, summary: dict) -> list[dict]:
+    """Table rows from one `align_runs` summary (rows without links, fixed_context's
+    attention, are left out)."""
+    rows = []
+    for name, entry in summary.items():
+        if "aer" not in entry:
+            continue
+        adapt_seconds = entry.get("adapt", {}).get("seconds", 0.0)
+        rows.append({
+            "dataset": dataset, "family": family, "row": name,
+            "method": entry.get("method", "attention"),
+            "links": entry.get("symmetrize") or entry.get("direction", "forward"),
+            "adapt": adapt, "aer": entry["aer"], "precision": entry["precision"],
+            "recall": entry["recall"], "diagonal_aer": entry["diagonal_aer"],
+            "seconds": entry.get("seconds", 0.0) + adapt_seconds,
+        })
+    return rows
+
+
+def run_family(data: dict, family: str, fwd: Path, rev: Path, args, out: Path) -> list[dict]:
+    """Every method x (single, symmetrised) x (adapted or not) of one family's runs."""
+    from nmt.align.export import AlignOptions, align_runs
+
+    reverse = [rev] if trained(rev) else []
+    rows = []
+    for adapt in sorted({0, args.adapt}):
+        opts = AlignOptions(
+            runs=[fwd], reverse=reverse, out=out / f"{family}_adapt{adapt}", plot=0,
+            limit=args.limit, methods=list(args.methods), adapt=adapt,
+            symmetrize=list(args.symmetrize) if reverse else [], **data["options"])
+        start = time.perf_counter()
+        summary = align_runs(opts)
+        print(f"  {family} adapt={adapt}: {len(summary)} rows in "
+              f"{time.perf_counter() - start:.0f} s", flush=True)
+        rows += score_rows(data["name"], family, adapt, summary)
+    return rows
+
+
+def baseline_rows(data: dict, args) -> list[dict]:
+    """The diagonal and (with the extra) eflomal on the same pairs, by the same AER code."""
+    from nmt.align.export import AlignOptions, select_inputs
+    from nmt.align.io import load_gold
+    from nmt.align.metrics import alignment_error_rate, diagonal_links
+    from nmt.align.statistical import statistical_rows
+    from nmt.config import load_config
+
+    cfg = load_config(data["config"])
+    opts = AlignOptions(runs=[], limit=args.limit, **data["options"])
+    sources, targets, corpus_gold = select_inputs(cfg, opts)
+    gold_path = opts.gold or corpus_gold
+    sizes = [(len(s.split()), len(t.split())) for s, t in zip(sources, targets)]
+
+    class Words:  # what load_gold needs to check the gold's indices
+        def __init__(self, s, t):
+            self.src_words, self.tgt_words = [None] * s, [None] * t
+
+    gold = load_gold(gold_path, [Words(s, t) for s, t in sizes], opts.one_based)
+    start = time.perf_counter()
+    diagonal = [diagonal_links(s, t) for s, t in sizes]
+    rows = [dict(row="diagonal", method="diagonal", links="-",
+                 seconds=time.perf_counter() - start,
+                 **alignment_error_rate(diagonal, gold))]
+    if args.eflomal:
+        from_corpus = "split" in data["options"]
+        for name, records, info in statistical_rows(cfg, sources, targets, from_corpus,
+                                                    tuple(args.symmetrize), args.threads):
+            scores = alignment_error_rate([set(r.links) for r in records], gold)
+            rows.append(dict(row=name, method="eflomal", links=info["symmetrize"],
+                             seconds=info["seconds"], train_pairs=info["train_pairs"],
+                             **scores))
+    return [{"dataset": data["name"], "family": "-", "adapt": 0, **{
+        k: v for k, v in r.items() if k not in ("sentences", "predicted", "sure", "possible",
+                                                "predicted_and_sure", "predicted_and_possible")}}
+            for r in rows]
+
+
+def markdown(rows: list[dict], datasets: list[dict], meta: dict) -> str:
+    lines = [f"# Word alignment benchmark ({meta['date']})", "",
+             f"`{meta['command']}` on {meta['machine']}, {meta['threads']} thread(s). AER "
+             "(Och & Ney 2003), precision and recall against the gold; seconds: extraction "
+             "(+ adaptation) for model rows, training + aligning for eflomal.", ""]
+    for data in datasets:
+        mine = sorted((r for r in rows if r["dataset"] == data["name"]), key=lambda r: r["aer"])
+        if not mine:
+            continue
+        lines += [f"## {data['title']}", "",
+                  "| family | method | links | adapted | AER | precision | recall | seconds |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in mine:
+            lines.append(f"| {r['family']} | {r['method']} | {r['links']} | "
+                         f"{r['adapt'] or 'no'} | {r['aer']:.3f} | {r['precision']:.3f} | "
+                         f"{r['recall']:.3f} | {r['seconds']:.1f} |")
+        lines.append("")
+    if meta["skipped"]:
+        lines += ["Skipped (not trained):", ""] + [f"- {s}" for s in meta["skipped"]] + [""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", choices=["synth", "hansards"],
+                        default=["synth", "hansards"])
+    parser.add_argument("--limit", type=int, default=0, help="first N pairs (0 = all)")
+    parser.add_argument("--adapt", type=int, default=100, help="--adapt steps (0 = none)")
+    parser.add_argument("--methods", nargs="+", default=["attention", "saliency"])
+    parser.add_argument("--symmetrize", nargs="+",
+                        default=["grow-diag-final-and", "intersection"])
+    parser.add_argument("--no-eflomal", dest="eflomal", action="store_false")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=ROOT / "reports" / "bench-align")
+    args = parser.parse_args()
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    datasets = [{"synth": synth_dataset, "hansards": hansards_dataset}[d]() for d in args.only]
+    rows, skipped = [], []
+    for data in datasets:
+        print(f"== {data['title']}", flush=True)
+        rows += baseline_rows(data, args)
+        for family, fwd, rev, fwd_config, rev_config in data["runs"]:
+            for run, config, what in ((fwd, fwd_config, ""), (rev, rev_config, " reverse")):
+                if not trained(run):
+                    skipped.append(f"{data['name']} {family}{what}: no "
+                                   f"{run.relative_to(ROOT)}; `nmt train -c {config}`")
+                    print(f"  skip {skipped[-1]}", flush=True)
+            if trained(fwd):
+                rows += run_family(data, family, fwd, rev, args, args.out / data["name"])
+    meta = {"date": time.strftime("%F"), "threads": args.threads, "skipped": skipped,
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+            "command": "python benchmarks/alignment.py " + " ".join(sys.argv[1:]),
+            "limit": args.limit, "adapt": args.adapt}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "alignment.json").write_text(json.dumps({"meta": meta, "rows": rows},
+                                                        indent=1) + "\n")
+    (args.out / "alignment.md").write_text(markdown(rows, datasets, meta))
+    print((args.out / "alignment.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
