@@ -16,7 +16,7 @@ import pytest
 from nmt.align.export import AlignOptions, layer_table
 from nmt.align.extract import collect, default_shifted
 from nmt.align.io import AlignmentRecord, GoldAlignment, load_alignments
-from nmt.align.symmetrize import HEURISTICS, symmetrize
+from nmt.align.symmetrize import DEFAULT_AGREEMENT, HEURISTICS, agreement, symmetrize
 from nmt.align.words import word_matrix
 from nmt.config import ModelConfig
 from nmt.data.corpora import ensure_synth, load_split
@@ -72,13 +72,13 @@ def test_the_synthetic_reverse_direction_is_the_same_corpus_with_flipped_gold(da
 
 def test_reverse_run_and_every_symmetrisation(runs, data_root, tmp_path, capsys):
     pairs, gold = short_pairs_with_gold(data_root, tmp_path, n=12)
-    heuristics = [arg for h in HEURISTICS for arg in ("--symmetrize", h)]
+    heuristics = [arg for h in HEURISTICS + ("agreement",) for arg in ("--symmetrize", h)]
     code, stdout, err, out = align(capsys, tmp_path, "--run", str(runs["fwd"]), "--reverse",
                                    str(runs["rev"]), *heuristics, "--pairs", str(pairs),
                                    "--gold", str(gold))
     assert code == 0, err
     summary = json.loads((out / "summary.json").read_text())
-    assert set(summary) == {"fwd", "rev"} | {f"fwd+rev.{h}" for h in HEURISTICS}
+    assert set(summary) == {"fwd", "rev"} | {f"fwd+rev.{h}" for h in HEURISTICS + ("agreement",)}
     fwd, rev = load_alignments(out / "fwd.npz"), load_alignments(out / "rev.npz")
     assert [r.src_words for r in rev] == [r.src_words for r in fwd]  # flipped to forward
     rows = {h: load_alignments(out / f"fwd+rev.{h}.npz") for h in HEURISTICS}
@@ -90,6 +90,10 @@ def test_reverse_run_and_every_symmetrisation(runs, data_root, tmp_path, capsys)
             assert sym.meta["symmetrize"] == h and sym.meta["method"] == "attention"
             assert set(np.unique(sym.word_weights)) <= {0.0, 1.0}
             assert {(i, j) for j, i in zip(*np.nonzero(sym.word_weights))} == set(sym.links)
+        agreed = load_alignments(out / "fwd+rev.agreement.npz")[k]
+        mean, links = agreement(f.word_weights, r.word_weights)  # r: flipped, forward order
+        assert set(agreed.links) == links and agreed.meta["threshold"] == DEFAULT_AGREEMENT
+        assert np.allclose(agreed.word_weights, mean)
         assert set(rows["intersection"][k].links) <= set(rows["grow-diag-final-and"][k].links)
         assert set(rows["grow-diag-final"][k].links) <= set(rows["union"][k].links)
     for name, row in summary.items():
@@ -148,7 +152,7 @@ def test_adapt_trains_a_copy_and_leaves_the_runs_byte_identical(runs, data_root,
     assert code == 0, err
     assert {name: digest(runs[name]) for name in ("fwd", "rev")} == before
     summary = json.loads((out / "summary.json").read_text())
-    for name in ("fwd", "rev", "fwd+rev.grow-diag-final-and"):
+    for name in ("fwd", "rev", "fwd+rev.agreement"):
         assert summary[name]["adapt"]["steps"] == 3 and summary[name]["adapt"]["seconds"] > 0
     assert "adapted 3 steps in" in stdout
     adapted, original = load_alignments(out / "fwd.npz"), load_alignments(plain / "fwd.npz")

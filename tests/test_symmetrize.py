@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from nmt.align.symmetrize import HEURISTICS, flip_links, symmetrize
+from nmt.align.symmetrize import HEURISTICS, agreement, flip_links, symmetrize
 from nmt.errors import NMTError
 
 # 4 x 4 pair. Both directions agree on the diagonal 0-0, 1-1, 2-2; the forward model also
@@ -83,3 +84,25 @@ def test_bad_heuristic_and_links_outside_the_sentence():
         symmetrize(FORWARD, BACKWARD, 4, 4, "grow")
     with pytest.raises(ValueError, match="outside a 3 x 4"):
         symmetrize(FORWARD, BACKWARD, 3, 4, "union")
+
+
+def test_agreement_keeps_pairs_both_directions_weigh_and_many_to_one_pairs():
+    # Forward rows (target words) sum to one, backward columns (source words) sum to one.
+    # Target 0 is one word for sources 0 and 1 ("in front" -> "katan"): forward splits its
+    # row over both, backward gives each source all its mass on target 0, so the geometric
+    # means sqrt(0.5 * 1) = 0.71 keep both links, which no argmax direction gives. Target 1
+    # is a particle the forward model spreads thinly; backward never picks it: no link.
+    forward = np.array([[0.5, 0.5, 0.0], [0.3, 0.3, 0.4], [0.0, 0.1, 0.9]])
+    backward = np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 0.05], [0.0, 0.0, 0.95]])
+    mean, links = agreement(forward, backward, 0.2)
+    assert links == {(0, 0), (1, 0), (2, 2)}
+    assert mean[1, 2] == pytest.approx(np.sqrt(0.02)) and mean[0, 0] == pytest.approx(0.5 ** 0.5)
+    assert agreement(forward, backward, 0.95)[1] == set()  # no pair reaches 0.95
+    assert agreement(forward, backward, 0.14)[1] == links | {(2, 1)}  # sqrt(0.02) = 0.141
+
+
+def test_agreement_refuses_a_threshold_outside_its_range_and_mismatched_maps():
+    with pytest.raises(NMTError, match="agreement-threshold"):
+        agreement(np.eye(2), np.eye(2), 0.0)
+    with pytest.raises(ValueError, match="differ in shape"):
+        agreement(np.eye(2), np.eye(3))

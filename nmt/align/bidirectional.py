@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from nmt.align.io import AlignmentRecord, Link
-from nmt.align.symmetrize import flip_links, symmetrize
+from nmt.align.symmetrize import DEFAULT_AGREEMENT, agreement, flip_links, symmetrize
 from nmt.align.words import WORD_START
 from nmt.config import Config
 from nmt.errors import NMTError
@@ -64,9 +64,11 @@ def flip_record(record: AlignmentRecord, meta: dict | None = None) -> AlignmentR
 
 
 def symmetrized_records(forward: Sequence[AlignmentRecord], flipped: Sequence[AlignmentRecord],
-                        heuristic: str, meta: dict) -> list[AlignmentRecord]:
-    """One 0/1 link-matrix record per sentence: `symmetrize` of the forward links and the
-    flipped reverse links (both source, target). Word counts must agree."""
+                        heuristic: str, meta: dict, threshold: float = DEFAULT_AGREEMENT
+                        ) -> list[AlignmentRecord]:
+    """One record per sentence: `symmetrize` of the forward links and the flipped reverse
+    links (both source, target) as a 0/1 link matrix, or for "agreement" the geometric
+    mean of the two word maps and its links at >= `threshold`. Word counts must agree."""
     out = []
     for fwd, rev in zip(forward, flipped, strict=True):
         if (len(fwd.src_words), len(fwd.tgt_words)) != (len(rev.src_words), len(rev.tgt_words)):
@@ -74,7 +76,12 @@ def symmetrized_records(forward: Sequence[AlignmentRecord], flipped: Sequence[Al
                            f"({len(fwd.src_words)}x{len(fwd.tgt_words)} against "
                            f"{len(rev.src_words)}x{len(rev.tgt_words)}); check the inputs")
         S, T = len(fwd.src_words), len(fwd.tgt_words)
-        links = symmetrize(fwd.links, rev.links, S, T, heuristic)
-        out.append(word_record(fwd.index, fwd.src_words, fwd.tgt_words, link_matrix(links, S, T),
-                               links, {**meta, "symmetrize": heuristic, "direction": "both"}))
+        if heuristic == "agreement":
+            matrix, links = agreement(fwd.word_weights, rev.word_weights, threshold)
+            extra = {"threshold": threshold}
+        else:
+            links = symmetrize(fwd.links, rev.links, S, T, heuristic)
+            matrix, extra = link_matrix(links, S, T), {}
+        out.append(word_record(fwd.index, fwd.src_words, fwd.tgt_words, matrix, links,
+                               {**meta, "symmetrize": heuristic, "direction": "both", **extra}))
     return out

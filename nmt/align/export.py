@@ -22,7 +22,7 @@ from nmt.align.io import (
     write_links,
 )
 from nmt.align.metrics import alignment_error_rate, alignment_summary
-from nmt.align.symmetrize import HEURISTICS
+from nmt.align.symmetrize import DEFAULT_AGREEMENT, HEURISTICS, SOFT
 from nmt.align.words import links_from_matrix, word_matrix
 from nmt.config import Config
 from nmt.errors import NMTError
@@ -51,6 +51,7 @@ class AlignOptions:
     methods: list[str] = field(default_factory=lambda: ["attention"])  # attention | saliency
     reverse: list[Path] = field(default_factory=list)  # k-th: the k-th run's other direction
     symmetrize: list[str] = field(default_factory=list)  # heuristics (nmt.align.symmetrize)
+    agreement: float = DEFAULT_AGREEMENT  # threshold of the "agreement" symmetrisation
     adapt: int = 0  # fine-tune a copy of each model on the pairs for N steps first (0 = off)
     adapt_lr: float = DEFAULT_LR
     statistical: bool = False  # one more row: eflomal on the corpus + the pairs (align extra)
@@ -61,8 +62,9 @@ class AlignOptions:
 
     @property
     def heuristics(self) -> list[str]:
-        """The symmetrisations asked for; grow-diag-final-and when only --reverse is given."""
-        return list(self.symmetrize) or (["grow-diag-final-and"] if self.reverse else [])
+        """The symmetrisations asked for; agreement when only --reverse is given (it beat
+        every link heuristic on the synthetic validation gold, README "Alignments")."""
+        return list(self.symmetrize) or (["agreement"] if self.reverse else [])
 
 
 def check_options(opts: AlignOptions) -> None:
@@ -86,9 +88,9 @@ def check_options(opts: AlignOptions) -> None:
     bad = [m for m in opts.methods if m not in METHODS]
     if bad or not opts.methods:
         raise NMTError(f"--method {bad[0] if bad else ''!r}: use one of {', '.join(METHODS)}")
-    bad = [h for h in opts.symmetrize if h not in HEURISTICS]
+    bad = [h for h in opts.symmetrize if h not in HEURISTICS + SOFT]
     if bad:
-        raise NMTError(f"--symmetrize {bad[0]!r}: use one of {', '.join(HEURISTICS)}")
+        raise NMTError(f"--symmetrize {bad[0]!r}: use one of {', '.join(HEURISTICS + SOFT)}")
 
 
 def select_inputs(cfg: Config, opts: AlignOptions) -> tuple[list[str], list[str], Path | None]:
@@ -259,7 +261,8 @@ def add_pair(rows: Rows, names: tuple[str, str], fwd: Extraction, rev: Extractio
             continue
         for heuristic in rows.opts.heuristics:
             meta = {"method": method, "runs": [str(r) for r in names], "mode": "forced"}
-            sym = symmetrized_records(fwd.records[method], flipped, heuristic, meta)
+            sym = symmetrized_records(fwd.records[method], flipped, heuristic, meta,
+                                      rows.opts.agreement)
             rows.add(row_name(f"{names[0]}+{names[1]}", method, heuristic), sym,
                      {"family": fwd.cfg.model.family, "method": method,
                       "symmetrize": heuristic, "direction": "both",
@@ -268,12 +271,13 @@ def add_pair(rows: Rows, names: tuple[str, str], fwd: Extraction, rev: Extractio
 
 
 def add_statistical(rows: Rows, cfg: Config, sources: list[str], targets: list[str]) -> None:
-    """`--statistical`: eflomal's rows (one per --symmetrize, default grow-diag-final-and),
+    """`--statistical`: eflomal's rows (one per link --symmetrize heuristic, default
+    grow-diag-final-and; eflomal gives links, not the maps `agreement` needs),
     trained on the corpus's training pairs plus these pairs (nmt.align.statistical)."""
     from nmt.align.statistical import statistical_rows
 
     from_corpus = rows.opts.pairs is None and not rows.opts.src
-    heuristics = rows.opts.symmetrize or ["grow-diag-final-and"]
+    heuristics = [h for h in rows.opts.symmetrize if h in HEURISTICS] or ["grow-diag-final-and"]
     for name, records, info in statistical_rows(cfg, sources, targets, from_corpus, heuristics):
         rows.add(name, records, info)
 

@@ -38,6 +38,7 @@ class Heuristic(str, Enum):
     grow_diag = "grow-diag"
     grow_diag_final = "grow-diag-final"
     grow_diag_final_and = "grow-diag-final-and"
+    agreement = "agreement"
 
 
 class Format(str, Enum):
@@ -65,7 +66,8 @@ def align(
     threshold: Annotated[float, typer.Option(min=0.0, max=1.0, help="with --links threshold: every word pair with weight >= this")] = 0.5,
     method: Annotated[list[Method] | None, typer.Option(help="attention (default) or saliency: grad x input attribution, every family (repeatable)")] = None,
     reverse: Annotated[list[Path] | None, typer.Option(help="a run trained the other way on the same corpus, one per --run: adds its flipped and the symmetrised rows")] = None,
-    symmetrize: Annotated[list[Heuristic] | None, typer.Option(help="symmetrisation with --reverse (repeatable; default grow-diag-final-and)")] = None,
+    symmetrize: Annotated[list[Heuristic] | None, typer.Option(help="symmetrisation with --reverse (repeatable; default agreement: geometric mean of the two maps >= --agreement-threshold)")] = None,
+    agreement_threshold: Annotated[float | None, typer.Option(min=1e-6, max=1.0, help="link threshold of --symmetrize agreement [default: 0.2, chosen on validation gold: nmt.align.symmetrize.DEFAULT_AGREEMENT]")] = None,
     adapt: Annotated[int, typer.Option(min=0, help="fine-tune a copy of each model on the pairs for N steps before aligning (the run is not changed)")] = 0,
     adapt_lr: Annotated[float | None, typer.Option(min=1e-9, help="constant Adam learning rate for --adapt [default: 1e-3, nmt.align.adapt.DEFAULT_LR]")] = None,
     statistical: Annotated[bool, typer.Option("--statistical", help="add a statistical aligner's row: eflomal trained on the run's corpus plus the pairs (pip install -e '.[align]')")] = False,
@@ -86,7 +88,8 @@ def align(
         threshold=threshold, methods=[m.value for m in method or [Method.attention]],
         reverse=list(reverse or []), symmetrize=[h.value for h in symmetrize or []],
         adapt=adapt, statistical=statistical,
-        **({"adapt_lr": adapt_lr} if adapt_lr is not None else {}))
+        **({"adapt_lr": adapt_lr} if adapt_lr is not None else {}),
+        **({"agreement": agreement_threshold} if agreement_threshold is not None else {}))
     for name, row in align_runs(opts).items():
         typer.echo(f"{name:<24} {summary_line(row)}")
     typer.echo(f"wrote {out}")
