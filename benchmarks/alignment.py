@@ -14,7 +14,7 @@ Writes reports/bench-align/alignment.md and alignment.json (+ each setting's `nm
 output under reports/bench-align/<dataset>/).
 
 Usage: python benchmarks/alignment.py [--only synth hansards] [--limit N] [--adapt STEPS]
-       [--methods attention saliency] [--symmetrize grow-diag-final-and intersection]
+       [--methods attention saliency] [--symmetrize agreement grow-diag-final-and]
        [--no-eflomal] [--threads 1]
 """
 
@@ -105,6 +105,7 @@ def baseline_rows(data: dict, args) -> list[dict]:
     from nmt.align.io import load_gold
     from nmt.align.metrics import alignment_error_rate, diagonal_links
     from nmt.align.statistical import statistical_rows
+    from nmt.align.symmetrize import HEURISTICS
     from nmt.config import load_config
 
     cfg = load_config(data["config"])
@@ -125,8 +126,10 @@ def baseline_rows(data: dict, args) -> list[dict]:
                  **alignment_error_rate(diagonal, gold))]
     if args.eflomal:
         from_corpus = "split" in data["options"]
+        heuristics = tuple(h for h in args.symmetrize if h in HEURISTICS)  # eflomal: links
         for name, records, info in statistical_rows(cfg, sources, targets, from_corpus,
-                                                    tuple(args.symmetrize), args.threads):
+                                                    heuristics or ("grow-diag-final-and",),
+                                                    args.threads):
             scores = alignment_error_rate([set(r.links) for r in records], gold)
             rows.append(dict(row=name, method="eflomal", links=info["symmetrize"],
                              seconds=info["seconds"], train_pairs=info["train_pairs"],
@@ -167,7 +170,7 @@ def main() -> None:
     parser.add_argument("--adapt", type=int, default=100, help="--adapt steps (0 = none)")
     parser.add_argument("--methods", nargs="+", default=["attention", "saliency"])
     parser.add_argument("--symmetrize", nargs="+",
-                        default=["grow-diag-final-and", "intersection"])
+                        default=["agreement", "grow-diag-final-and", "intersection"])
     parser.add_argument("--no-eflomal", dest="eflomal", action="store_false")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "bench-align")

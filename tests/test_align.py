@@ -99,9 +99,9 @@ def test_training_makes_the_attention_align(runs, data_root, tmp_path, capsys):
         assert summary[name]["entropy"] == pytest.approx(
             np.mean([attention_entropy(r.word_weights) for r in records]))
         assert summary[name]["eos_mass"] < 0.5
-    # the default reading of a 2-layer Transformer is layer 0 (the penultimate), shifted
+    # the default reading of a 2-layer Transformer is layer 0 (the penultimate), naive
     default = [r["aer"] for r in summary["transformer"]["aer_by_layer"]
-               if (r["layer"], r["reading"]) == (0, "shifted")]
+               if (r["layer"], r["reading"]) == (0, "naive")]
     assert default == [pytest.approx(summary["transformer"]["aer"])]
     # A tiny 2-layer Transformer's cross-attention aligns poorly (about the diagonal's
     # AER here); the per-layer, per-reading table is what lets a user find its best layer.

@@ -176,7 +176,7 @@ def test_free_mode_aligns_the_searchs_own_ids(runs, tmp_path, capsys, monkeypatc
     assert record.tgt_tokens[:-1] == vocab.tgt_pieces(ids)
 
 
-def test_the_transformer_reads_shifted_by_default_whatever_its_shape(runs):
+def test_the_transformer_reads_naive_by_default_and_shifted_when_asked(runs):
     _, vocab, bahdanau, _ = load_run(runs["fwd"])
     cfg = ModelConfig(family="transformer", emb_size=16, heads=1, ff_size=16, enc_layers=1,
                       dec_layers=1, dropout=0.0)
@@ -187,9 +187,9 @@ def test_the_transformer_reads_shifted_by_default_whatever_its_shape(runs):
     shifted = word_matrix(record.weights, src_p, tgt_p, shifted=True)
     naive = word_matrix(record.weights, src_p, tgt_p, shifted=False)
     assert not np.allclose(shifted, naive)
-    np.testing.assert_allclose(record.word_weights, shifted, atol=1e-6)
-    asked = collect(model, vocab, src, tgt, shifted=False)[0]
-    np.testing.assert_allclose(asked.word_weights, naive, atol=1e-6)
+    np.testing.assert_allclose(record.word_weights, naive, atol=1e-6)
+    asked = collect(model, vocab, src, tgt, shifted=True)[0]  # any shape: 1 layer, 1 head
+    np.testing.assert_allclose(asked.word_weights, shifted, atol=1e-6)
     assert default_shifted(bahdanau, "attention", None) is False
     assert default_shifted(model, "saliency", None) is False
     with pytest.raises(NMTError, match="attention only"):

@@ -23,12 +23,18 @@ def coded(L: int, H: int, rows: int, S: int) -> np.ndarray:
     return (1000 * layer + 100 * h + 10 * r + s).astype(np.float64)
 
 
-def test_transformer_default_is_the_penultimate_layer_head_average_shifted():
+def test_transformer_default_is_the_penultimate_layer_head_average_naive():
     w = coded(3, 2, 4, 2)  # 3 layers, 2 heads, T + 1 = 4 rows (3 pieces + EOS), S = 2
-    # layer 1, mean over heads 0 and 1 = 1000 + 50; shifted: rows 1..3
-    expected = np.array([[1050 + 10 * r + s for s in range(2)] for r in (1, 2, 3)])
+    # layer 1, mean over heads 0 and 1 = 1000 + 50; naive: rows 0..2
+    expected = np.array([[1050 + 10 * r + s for s in range(2)] for r in (0, 1, 2)])
     np.testing.assert_array_equal(reading(w), expected)
-    np.testing.assert_array_equal(reading(w, shifted=True, layer=1), expected)
+    np.testing.assert_array_equal(reading(w, shifted=False, layer=1), expected)
+
+
+def test_shifted_reading_takes_rows_1_to_t():
+    w = coded(3, 2, 4, 2)
+    expected = np.array([[1050 + 10 * r + s for s in range(2)] for r in (1, 2, 3)])
+    np.testing.assert_array_equal(reading(w, shifted=True), expected)
 
 
 def test_naive_reading_takes_rows_0_to_t_minus_1():
@@ -42,7 +48,7 @@ def test_naive_reading_takes_rows_0_to_t_minus_1():
 def test_a_chosen_layer(layer, base):
     w = coded(3, 2, 4, 2)
     expected = np.array([[base + 10 * r + s for s in range(2)] for r in (1, 2, 3)])
-    np.testing.assert_array_equal(reading(w, layer=layer), expected)
+    np.testing.assert_array_equal(reading(w, shifted=True, layer=layer), expected)
 
 
 def test_a_layer_out_of_range_names_the_valid_ones():
@@ -54,8 +60,9 @@ def test_single_map_families_read_naively_without_the_eos_row():
     w = coded(1, 1, 4, 2)  # RNN families: L = H = 1, row t predicts piece t
     np.testing.assert_array_equal(reading(w), w[0, 0, :3])
     np.testing.assert_array_equal(reading(w, shifted=True), w[0, 0, 1:])
-    one_layer = coded(1, 2, 4, 2)  # a 1-layer Transformer: layer 0, shifted
-    np.testing.assert_array_equal(reading(one_layer), one_layer[0].mean(0)[1:])
+    one_layer = coded(1, 2, 4, 2)  # a 1-layer Transformer: layer 0, heads averaged
+    np.testing.assert_array_equal(reading(one_layer), one_layer[0].mean(0)[:-1])
+    np.testing.assert_array_equal(reading(one_layer, shifted=True), one_layer[0].mean(0)[1:])
 
 
 ROWS = np.array([
@@ -68,9 +75,9 @@ ROWS = np.array([
 
 def test_word_matrix_of_the_shifted_reading_known_answer():
     """Target pieces ▁a ▁b c, source pieces ▁x y ▁z + EOS; one layer, one head would be
-    naive, so two heads that agree: the shifted rows 1..3 are used."""
+    read as one map, so two heads that agree: the shifted rows 1..3 are used."""
     w = np.stack([ROWS, ROWS])[None]  # (L=1, H=2, T+1=4, S=4)
-    words = word_matrix(w, ["▁x", "y", "▁z"], ["▁a", "▁b", "c"])
+    words = word_matrix(w, ["▁x", "y", "▁z"], ["▁a", "▁b", "c"], shifted=True)
     # word a = row 1: [0.1 + 0.1, 0.6] / 0.8; word bc = mean of rows 2, 3: [0.35, 0.25,
     # 0.15] -> [0.6, 0.15] / 0.75 (EOS column dropped, rows renormalised)
     np.testing.assert_allclose(words, [[0.25, 0.75], [0.8, 0.2]])
@@ -86,7 +93,7 @@ def test_align_options_default_to_the_automatic_reading_and_layer():
 
 
 def test_each_family_reads_its_own_default_way():
-    assert default_shifted(tiny_model("transformer"), "attention", None) is True
+    assert default_shifted(tiny_model("transformer"), "attention", None) is False  # measured: naive
     assert default_shifted(tiny_model("bahdanau"), "attention", None) is False
     assert default_shifted(tiny_model("bahdanau"), "attention", True) is True
     assert default_shifted(tiny_model("transformer"), "saliency", None) is False

@@ -121,8 +121,8 @@ def test_transformer_views_reproduce_the_saved_reading(workspace):
     data = payload(workspace["page"].path)
     spec = data["panels"][1]
     assert (spec["layers"], spec["heads"], spec["saved"]) == (L, H, False)
-    # default = shifted reading (r = 1), penultimate layer (0), head average (slot 0)
-    assert spec["default"] == (1 * L + 0) * (H + 1) + 0
+    # default = the saved reading: naive (r = 0), penultimate layer (0), head average (0)
+    assert spec["default"] == (0 * L + 0) * (H + 1) + 0
     rec = record(1, 2, L, H)
     shape = rec.word_weights.shape
     got = views(data["sentences"][1]["p"][1], shape)
@@ -242,7 +242,7 @@ def test_layer_selector_changes_the_transformer_panel(page):
     page.select_option(f"{panel} select.head", "2")
     assert cell_values(page, 1) != after
     page.click(f"{panel} button.reading")
-    assert "naive" in page.text_content(f"{panel} .view")
+    assert "shifted" in page.text_content(f"{panel} .view")
     assert cell_values(page, 0) == cell_values(page, 0)  # other panels untouched
 
 

@@ -74,9 +74,9 @@ def make_record(index: int, vocab: Vocab, src: list[int], tgt: list[int], weight
 
 def default_shifted(model: Seq2Seq, method: str, shifted: bool | None) -> bool:
     """The reading of `method`'s matrices: attention follows the family's own default
-    (`model.alignment_reading`, shifted for the Transformer whatever its layer and head
-    counts) unless `shifted` is given; attributions have one row per predicted piece and
-    are always read naively."""
+    (`model.alignment_reading`; naive for every family, measured for the Transformer)
+    unless `shifted` is given; attributions have one row per predicted piece and are
+    always read naively."""
     if method != "attention":
         if shifted:
             raise NMTError(f"--reading shifted applies to attention only; {method} rows "

@@ -104,8 +104,9 @@ def reading(weights: np.ndarray, shifted: bool | None = None, layer: int | None 
             ) -> np.ndarray:
     """One (T', S) map per target piece from raw (L, H, T+1, S) weights.
 
-    Single-map families: the map without its EOS row. Multi-layer/head models:
-    head average of `layer` (default: the penultimate layer), `shifted` by default.
+    Single-map families: the map without its EOS row. Multi-layer/head models: head
+    average of `layer` (default: the penultimate layer). Naive: row t is the step that
+    predicts piece t; `shifted` (Chen et al. 2020): the step whose input is piece t.
     """
     L, H = weights.shape[:2]
     if L == 1 and H == 1 and not shifted:
@@ -114,7 +115,6 @@ def reading(weights: np.ndarray, shifted: bool | None = None, layer: int | None 
     if not -L <= layer < L:
         raise NMTError(f"--layer {layer}: the model has {L} decoder layers (0..{L - 1})")
     mean = weights[layer].mean(0)  # (T+1, S)
-    shifted = (L > 1 or H > 1) if shifted is None else shifted
     return mean[1:] if shifted else mean[:-1]
 
 
