@@ -54,6 +54,29 @@ def _batches(src_ids: list, tgt_ids: list, batch_tokens: int, seed: int):
         epoch += 1
 
 
+def adapting(model: Seq2Seq, src_ids: list, tgt_ids: list, lr: float, train: TrainConfig,
+             seed: int = 0):
+    """Fine-tune a deep copy of `model` on the pairs, one optimiser step per iteration:
+    yields `(copy, loss)` after every step (the copy in train mode; put it in eval mode to
+    read it, back in train mode is done here). `model` itself is never touched."""
+    if lr <= 0:
+        raise NMTError(f"--adapt-lr {lr}: need lr > 0")
+    tuned = copy.deepcopy(model).train()
+    device = next(tuned.parameters()).device
+    optim = torch.optim.Adam(tuned.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+    with torch.random.fork_rng(devices=[]):  # dropout draws do not disturb the caller's RNG
+        torch.manual_seed(seed)
+        for batch in _batches(list(src_ids), list(tgt_ids), train.batch_tokens, seed):
+            tuned.train()
+            loss = loss_fn(tuned, batch.to(device), train.label_smoothing) / batch.n_tokens
+            loss.backward()
+            if train.clip:
+                torch.nn.utils.clip_grad_norm_(tuned.parameters(), train.clip)
+            optim.step()
+            optim.zero_grad(set_to_none=True)
+            yield tuned, loss.item()
+
+
 def adapt_copy(model: Seq2Seq, src_ids: list, tgt_ids: list, steps: int, lr: float,
                train: TrainConfig, seed: int = 0) -> tuple[Seq2Seq, Adaptation]:
     """A deep copy of `model` fine-tuned for `steps` optimiser steps on the pairs
@@ -61,20 +84,8 @@ def adapt_copy(model: Seq2Seq, src_ids: list, tgt_ids: list, steps: int, lr: flo
     if steps < 1 or lr <= 0:
         raise NMTError(f"--adapt {steps} / --adapt-lr {lr}: need at least 1 step and lr > 0")
     start = time.perf_counter()
-    tuned = copy.deepcopy(model).train()
-    device = next(tuned.parameters()).device
-    optim = torch.optim.Adam(tuned.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
     losses = []
-    with torch.random.fork_rng(devices=[]):  # dropout draws do not disturb the caller's RNG
-        torch.manual_seed(seed)
-        batches = _batches(list(src_ids), list(tgt_ids), train.batch_tokens, seed)
-        for _, batch in zip(range(steps), batches):
-            loss = loss_fn(tuned, batch.to(device), train.label_smoothing) / batch.n_tokens
-            loss.backward()
-            if train.clip:
-                torch.nn.utils.clip_grad_norm_(tuned.parameters(), train.clip)
-            optim.step()
-            optim.zero_grad(set_to_none=True)
-            losses.append(loss.item())
+    for _, (tuned, loss) in zip(range(steps), adapting(model, src_ids, tgt_ids, lr, train, seed)):
+        losses.append(loss)
     tuned.eval()
     return tuned, Adaptation(steps, time.perf_counter() - start, lr, losses[0], losses[-1])
