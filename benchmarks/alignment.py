@@ -141,6 +141,28 @@ def baseline_rows(data: dict, args) -> list[dict]:
             for r in rows]
 
 
+LINKS = ("forward", "reverse", "intersection", "grow-diag-final-and", "agreement")
+
+
+def pivot(rows: list[dict]) -> list[str]:
+    """One line per family x method: AER of each link kind, unadapted / adapted."""
+    adapts = sorted({r["adapt"] for r in rows})
+    kinds = [k for k in LINKS if any(r["links"] == k for r in rows)]
+    head = [f"{k}{'' if a == 0 else f' (adapt {a})'}" for a in adapts for k in kinds]
+    lines = ["| family | method | " + " | ".join(head) + " |", "|---|---|" + "---|" * len(head)]
+    for family, method in dict.fromkeys((r["family"], r["method"]) for r in rows):
+        if family == "-":
+            continue
+        cells = []
+        for a in adapts:
+            for k in kinds:
+                got = [r["aer"] for r in rows if (r["family"], r["method"], r["links"],
+                                                  r["adapt"]) == (family, method, k, a)]
+                cells.append(f"{got[0]:.3f}" if got else "—")
+        lines.append(f"| {family} | {method} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def markdown(rows: list[dict], datasets: list[dict], meta: dict) -> str:
     lines = [f"# Word alignment benchmark ({meta['date']})", "",
              f"`{meta['command']}` on {meta['machine']}, {meta['threads']} thread(s). AER "
@@ -150,7 +172,8 @@ def markdown(rows: list[dict], datasets: list[dict], meta: dict) -> str:
         mine = sorted((r for r in rows if r["dataset"] == data["name"]), key=lambda r: r["aer"])
         if not mine:
             continue
-        lines += [f"## {data['title']}", "",
+        baselines = ", ".join(f"{r['row']} {r['aer']:.3f}" for r in mine if r["family"] == "-")
+        lines += [f"## {data['title']}", "", f"Baselines: {baselines}.", "", *pivot(mine),
                   "| family | method | links | adapted | AER | precision | recall | seconds |",
                   "|---|---|---|---|---|---|---|---|"]
         for r in mine:
