@@ -212,3 +212,49 @@ def test_the_per_layer_table_uses_the_links_asked_for():
     naive0_t = {(r["layer"], r["reading"]): r["aer"] for r in threshold}[(0, "naive")]
     assert naive0 == pytest.approx(0.0)
     assert naive0_t == pytest.approx(1 - 2 / 3)  # A = {0-0}: 1 - (1 + 1) / (1 + 2)
+
+
+def test_mean_records_pools_word_maps_and_takes_links_the_right_way():
+    from nmt.align.bidirectional import mean_records, word_record
+
+    a = word_record(0, ["x", "y"], ["p", "q"], np.array([[0.9, 0.1], [0.6, 0.4]]), set(), {})
+    b = word_record(0, ["x", "y"], ["p", "q"], np.array([[0.5, 0.5], [0.0, 1.0]]), set(), {})
+    (pooled,) = mean_records([[a], [b]], {"method": "attention"})
+    np.testing.assert_allclose(pooled.word_weights, [[0.7, 0.3], [0.3, 0.7]])
+    assert set(pooled.links) == {(0, 0), (1, 1)}  # argmax per target word (row)
+    assert pooled.meta["ensemble"] == 2 and pooled.meta["direction"] == "forward"
+    # flipped reverse records: columns are the distributions, links are argmax per source
+    # word. The mean is [[0.6, 0.7], [0.4, 0.3]]: both columns peak on target p, so x-p and
+    # y-p; an argmax per row would give p-y and q-x instead.
+    c = word_record(0, ["x", "y"], ["p", "q"], np.array([[0.8, 0.6], [0.2, 0.4]]), set(), {})
+    d = word_record(0, ["x", "y"], ["p", "q"], np.array([[0.4, 0.8], [0.6, 0.2]]), set(), {})
+    (back,) = mean_records([[c], [d]], {}, flipped=True)
+    np.testing.assert_allclose(back.word_weights, [[0.6, 0.7], [0.4, 0.3]])
+    assert set(back.links) == {(0, 0), (1, 0)}
+    e = word_record(0, ["x", "y", "z"], ["p", "q"], np.full((2, 3), 1 / 3), set(), {})
+    with pytest.raises(NMTError, match="different words"):
+        mean_records([[a], [e]], {})
+
+
+def test_ensemble_rows_pool_the_runs_of_each_direction(runs, data_root, tmp_path, capsys):
+    pairs, gold = short_pairs_with_gold(data_root, tmp_path, n=8)
+    code, _, err, _ = align(capsys, tmp_path / "one", "--run", str(runs["fwd"]), "--ensemble",
+                            "--pairs", str(pairs))
+    assert code == 2 and "at least two --run" in err
+    # the same run twice: the pooled map is that run's map, so the ensemble rows must equal
+    # the single pair's rows exactly (wiring, names and symmetrisation of pooled maps)
+    both = ["--run", str(runs["fwd"]), "--run", str(runs["fwd"]), "--reverse", str(runs["rev"]),
+            "--reverse", str(runs["rev"])]
+    code, stdout, err, out = align(capsys, tmp_path, *both, "--ensemble", "--pairs", str(pairs),
+                                   "--gold", str(gold))
+    assert code == 0, err
+    summary = json.loads((out / "summary.json").read_text())
+    assert {"ensemble", "ensemble-reverse", "ensemble.agreement"} <= set(summary)
+    single = [k for k in summary if k.endswith(".agreement") and not k.startswith("ensemble")]
+    assert summary["ensemble.agreement"]["aer"] == pytest.approx(summary[single[0]]["aer"])
+    fwd = load_alignments(next(out.glob("*fwd.npz")))
+    pooled = load_alignments(out / "ensemble.npz")
+    for f, p in zip(fwd, pooled):
+        np.testing.assert_allclose(p.word_weights, f.word_weights, atol=1e-6)
+        assert set(p.links) == set(f.links)
+    assert "ensemble.agreement" in stdout

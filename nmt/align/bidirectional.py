@@ -1,7 +1,10 @@
 """Two directions of one corpus: check that two runs are each other's reverse, turn the
 reverse run's records into the forward (source, target) order, symmetrise them.
 
-Flipped and symmetrised records are *word-level* records: their tokens are the words
+Several runs of one direction can be pooled first (`mean_records`: an ensemble, the mean
+of their word maps), and the pooled maps symmetrised like one run's.
+
+Flipped, pooled and symmetrised records are *word-level* records: their tokens are the words
 (each marked as a word start, "▁word", plus EOS), so every tool that reduces pieces to
 words gets the words back unchanged; `weights` is (1, 1, T+1, S+1) with an empty EOS row
 and column and is read naively (meta "reading": "naive").
@@ -15,7 +18,7 @@ import numpy as np
 
 from nmt.align.io import AlignmentRecord, Link
 from nmt.align.symmetrize import DEFAULT_AGREEMENT, agreement, flip_links, symmetrize
-from nmt.align.words import WORD_START
+from nmt.align.words import WORD_START, links_from_matrix
 from nmt.config import Config
 from nmt.errors import NMTError
 from nmt.tokens import EOS_PIECE
@@ -84,4 +87,26 @@ def symmetrized_records(forward: Sequence[AlignmentRecord], flipped: Sequence[Al
             matrix, extra = link_matrix(links, S, T), {}
         out.append(word_record(fwd.index, fwd.src_words, fwd.tgt_words, matrix, links,
                                {**meta, "symmetrize": heuristic, "direction": "both", **extra}))
+    return out
+
+
+def mean_records(record_sets: Sequence[Sequence[AlignmentRecord]], meta: dict,
+                 flipped: bool = False) -> list[AlignmentRecord]:
+    """An ensemble of runs of one direction: per sentence the mean of their word maps, with
+    argmax links per target word, or per source word when the records are `flipped`
+    reverse records (their columns are the distributions). Word counts must agree."""
+    out = []
+    for recs in zip(*record_sets, strict=True):
+        shapes = {r.word_weights.shape for r in recs}
+        if len(shapes) != 1:
+            raise NMTError(f"sentence {recs[0].index}: the runs split it into different words "
+                           f"({' / '.join(f'{s}x{t}' for t, s in sorted(shapes))}); an "
+                           "ensemble needs runs that see the same words")
+        matrix = np.mean([r.word_weights for r in recs], axis=0)
+        links = (flip_links(links_from_matrix(matrix.T)) if flipped
+                 else links_from_matrix(matrix))
+        first = recs[0]
+        out.append(word_record(first.index, first.src_words, first.tgt_words, matrix, links,
+                               {**meta, "ensemble": len(recs),
+                                "direction": "reverse" if flipped else "forward"}))
     return out

@@ -10,7 +10,12 @@ from pathlib import Path
 
 from nmt.align.adapt import DEFAULT_LR, Adaptation, adapt_copy
 from nmt.align.attribution import METHODS
-from nmt.align.bidirectional import check_reverse, flip_record, symmetrized_records
+from nmt.align.bidirectional import (
+    check_reverse,
+    flip_record,
+    mean_records,
+    symmetrized_records,
+)
 from nmt.align.extract import collect
 from nmt.align.io import (
     AlignmentRecord,
@@ -55,6 +60,7 @@ class AlignOptions:
     adapt: int = 0  # fine-tune a copy of each model on the pairs for N steps first (0 = off)
     adapt_lr: float = DEFAULT_LR
     statistical: bool = False  # one more row: eflomal on the corpus + the pairs (align extra)
+    ensemble: bool = False  # rows of the mean map of all --run (and of all --reverse)
 
     @property
     def shifted(self) -> bool | None:
@@ -76,6 +82,8 @@ def check_options(opts: AlignOptions) -> None:
     if opts.reverse and len(opts.reverse) != len(opts.runs):
         raise NMTError(f"--reverse given {len(opts.reverse)} times for {len(opts.runs)} --run; "
                        "give one reverse run per --run, in the same order")
+    if opts.ensemble and len(opts.runs) < 2:
+        raise NMTError("--ensemble pools several runs: give at least two --run")
     if opts.symmetrize and not (opts.reverse or opts.statistical):
         raise NMTError("--symmetrize needs --reverse RUN2, a run trained the other way")
     if free and (opts.reverse or opts.adapt or opts.statistical):
@@ -250,10 +258,12 @@ def adapt_info(*extractions: Extraction) -> dict:
                       "loss_last": [a.loss_last for a in done]}}
 
 
-def add_pair(rows: Rows, names: tuple[str, str], fwd: Extraction, rev: Extraction) -> None:
-    """The reverse run's rows (flipped into forward order) and the symmetrised rows."""
+def add_pair(rows: Rows, names: tuple[str, str], fwd: Extraction, rev: Extraction) -> dict:
+    """The reverse run's rows (flipped into forward order) and the symmetrised rows; returns
+    the flipped records per method."""
+    out = {}
     for method, records in rev.records.items():
-        flipped = None if records is None else [flip_record(r) for r in records]
+        flipped = out[method] = None if records is None else [flip_record(r) for r in records]
         rows.add(row_name(names[1], method), flipped,
                  {"family": rev.cfg.model.family, "method": method, "direction": "reverse",
                   "seconds": rev.seconds.get(method, 0.0), **adapt_info(rev)})
@@ -268,6 +278,33 @@ def add_pair(rows: Rows, names: tuple[str, str], fwd: Extraction, rev: Extractio
                       "symmetrize": heuristic, "direction": "both",
                       "seconds": fwd.seconds[method] + rev.seconds[method],
                       **adapt_info(fwd, rev)})
+    return out
+
+
+def add_ensemble(rows: Rows, forward: dict, flipped: dict) -> None:
+    """`--ensemble`: per method, the mean map of every run that has one (row `ensemble`),
+    of every reverse run (`ensemble-reverse`), and their symmetrisations."""
+    for method, sets in forward.items():
+        sets = [r for r in sets if r is not None]
+        if len(sets) < 2:
+            continue
+        meta = {"method": method, "mode": "forced"}
+        pooled = mean_records(sets, meta)
+        rows.add(row_name("ensemble", method), pooled,
+                 {"family": "ensemble", "method": method, "runs": len(sets)})
+        back = [r for r in flipped.get(method, []) if r is not None]
+        if len(back) < 2:
+            continue
+        pooled_back = mean_records(back, meta, flipped=True)
+        rows.add(row_name("ensemble-reverse", method), pooled_back,
+                 {"family": "ensemble", "method": method, "direction": "reverse",
+                  "runs": len(back)})
+        for heuristic in rows.opts.heuristics:
+            rows.add(row_name("ensemble", method, heuristic),
+                     symmetrized_records(pooled, pooled_back, heuristic, meta,
+                                         rows.opts.agreement),
+                     {"family": "ensemble", "method": method, "symmetrize": heuristic,
+                      "direction": "both", "runs": len(back)})
 
 
 def add_statistical(rows: Rows, cfg: Config, sources: list[str], targets: list[str]) -> None:
@@ -295,15 +332,21 @@ def align_runs(opts: AlignOptions) -> dict:
     opts.out.mkdir(parents=True, exist_ok=True)
     rows = Rows(opts, gold)
     names = run_names(list(opts.runs) + list(opts.reverse))
+    pooled: tuple[dict, dict] = ({m: [] for m in opts.methods}, {m: [] for m in opts.methods})
     for k, run in enumerate(opts.runs):
         fwd = extract_run(Path(run), sources, targets, opts)
         for method, records in fwd.records.items():
             rows.add(row_name(names[k], method), records,
                      {"family": fwd.cfg.model.family, "method": method,
                       "seconds": fwd.seconds.get(method, 0.0), **adapt_info(fwd)})
+            pooled[0][method].append(records)
         if opts.reverse:
             rev = extract_run(Path(opts.reverse[k]), targets, sources, opts, "reverse")
-            add_pair(rows, (names[k], names[len(opts.runs) + k]), fwd, rev)
+            flipped = add_pair(rows, (names[k], names[len(opts.runs) + k]), fwd, rev)
+            for method, records in flipped.items():
+                pooled[1][method].append(records)
+    if opts.ensemble:
+        add_ensemble(rows, *pooled)
     if opts.statistical:
         add_statistical(rows, load_config(opts.runs[0]), sources, targets)
     if all(r is None for r in rows.records):

@@ -70,6 +70,7 @@ def align(
     agreement_threshold: Annotated[float | None, typer.Option(min=1e-6, max=1.0, help="link threshold of --symmetrize agreement [default: 0.2, chosen on validation gold: nmt.align.symmetrize.DEFAULT_AGREEMENT]")] = None,
     adapt: Annotated[int, typer.Option(min=0, help="fine-tune a copy of each model on the pairs for N steps before aligning (the run is not changed)")] = 0,
     adapt_lr: Annotated[float | None, typer.Option(min=1e-9, help="constant Adam learning rate for --adapt [default: 1e-3, nmt.align.adapt.DEFAULT_LR]")] = None,
+    ensemble: Annotated[bool, typer.Option("--ensemble", help="add rows of the mean map of all --run (and of all --reverse, symmetrised): an ensemble of runs")] = False,
     statistical: Annotated[bool, typer.Option("--statistical", help="add a statistical aligner's row: eflomal trained on the run's corpus plus the pairs (pip install -e '.[align]')")] = False,
     over_training: Annotated[bool, typer.Option("--over-training", help="draw one validation sentence across training steps")] = False,
     sentence: Annotated[int, typer.Option(min=0, help="sentence for --over-training")] = 0,
@@ -87,7 +88,7 @@ def align(
         plot=plot, fmt=fmt.value, layer=layer, reading=reading.value, links=links.value,
         threshold=threshold, methods=[m.value for m in method or [Method.attention]],
         reverse=list(reverse or []), symmetrize=[h.value for h in symmetrize or []],
-        adapt=adapt, statistical=statistical,
+        adapt=adapt, statistical=statistical, ensemble=ensemble,
         **({"adapt_lr": adapt_lr} if adapt_lr is not None else {}),
         **({"agreement": agreement_threshold} if agreement_threshold is not None else {}))
     for name, row in align_runs(opts).items():
@@ -112,6 +113,7 @@ def compare(
     out: Annotated[Path, typer.Option(help="report folder")] = Path("reports/compare"),
     split: Annotated[str | None, typer.Option(help="split to report (default: test)")] = None,
     sentence: Annotated[list[int] | None, typer.Option(help="sentence index for the alignment grid (repeatable)")] = None,
+    ensemble: Annotated[bool, typer.Option("--ensemble", help="add rows of the mean map of all --run (and of all --reverse, symmetrised): an ensemble of runs")] = False,
     statistical: Annotated[bool, typer.Option("--statistical", help="add eflomal's row and grid panel, trained on the corpus plus the split (pip install -e '.[align]')")] = False,
 ) -> None:
     """One Markdown + HTML report putting runs side by side."""
