@@ -16,7 +16,7 @@ output under reports/bench-align/<dataset>/).
 Usage: python benchmarks/alignment.py [--only synth hansards] [--limit N] [--adapt STEPS]
        [--adapt-hansards STEPS]
        [--methods attention saliency] [--symmetrize agreement grow-diag-final-and]
-       [--no-eflomal] [--threads 1]
+       [--no-eflomal] [--threads 1] [--reuse]
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ def synth_dataset() -> dict:
             for f in SYNTH_FAMILIES]
     return {"name": "synth", "title": "synthetic test set (500 pairs, gold of the generator)",
             "runs": runs, "options": {"split": "test"}, "adapt": "adapt",
+            "gold": ROOT / "data" / "synth" / "src-tgt" / "test.gold",
             "config": ROOT / "configs" / "synth" / "converged" / "bahdanau.yaml"}
 
 
@@ -88,6 +89,11 @@ def run_family(data: dict, family: str, fwd: Path, rev: Path, args, out: Path) -
     reverse = [rev] if trained(rev) else []
     rows = []
     for adapt in sorted({0, getattr(args, data["adapt"])}):
+        saved = out / f"{family}_adapt{adapt}" / "summary.json"
+        if args.reuse and saved.is_file():  # an earlier run of the same setting
+            print(f"  {family} adapt={adapt}: reusing {saved}", flush=True)
+            rows += score_rows(data["name"], family, adapt, json.loads(saved.read_text()))
+            continue
         opts = AlignOptions(
             runs=[fwd], reverse=reverse, out=out / f"{family}_adapt{adapt}", plot=0,
             limit=args.limit, methods=list(args.methods), adapt=adapt,
@@ -97,6 +103,41 @@ def run_family(data: dict, family: str, fwd: Path, rev: Path, args, out: Path) -
         print(f"  {family} adapt={adapt}: {len(summary)} rows in "
               f"{time.perf_counter() - start:.0f} s", flush=True)
         rows += score_rows(data["name"], family, adapt, summary)
+    return rows
+
+
+def ensemble_rows(data: dict, families: list[tuple[str, Path, Path]], args, out: Path
+                  ) -> list[dict]:
+    """`nmt align --ensemble` on the families' saved records (both directions trained):
+    the mean map per direction, symmetrised, scored like every other row."""
+    from nmt.align.bidirectional import mean_records, symmetrized_records
+    from nmt.align.export import row_name
+    from nmt.align.io import load_alignments, load_gold
+    from nmt.align.metrics import alignment_error_rate
+
+    rows = []
+    if len(families) < 2:
+        return rows
+    names = "+".join(f for f, _, _ in families)
+    gold_path = data["options"].get("gold") or data["gold"]
+    for adapt in sorted({0, getattr(args, data["adapt"])}):
+        for method in args.methods:
+            sets = [[load_alignments(out / f"{f}_adapt{adapt}" / f"{row_name(run.name, method)}"
+                                     ".npz") for run in (fwd, rev)] for f, fwd, rev in families]
+            meta = {"method": method}
+            fwd = mean_records([s[0] for s in sets], meta)
+            back = mean_records([s[1] for s in sets], meta, flipped=True)
+            gold = load_gold(gold_path, fwd, data["options"].get("one_based", False),
+                             prefix=bool(args.limit))
+            links = {"forward": fwd, "reverse": back}
+            links |= {h: symmetrized_records(fwd, back, h, meta) for h in args.symmetrize}
+            for kind, records in links.items():
+                scores = alignment_error_rate([set(r.links) for r in records], gold)
+                rows.append({"dataset": data["name"], "family": f"ensemble ({names})",
+                             "row": f"ensemble.{kind}", "method": method, "links": kind,
+                             "adapt": adapt, "aer": scores["aer"],
+                             "precision": scores["precision"], "recall": scores["recall"],
+                             "diagonal_aer": None, "seconds": 0.0})
     return rows
 
 
@@ -163,6 +204,15 @@ def pivot(rows: list[dict]) -> list[str]:
     return lines + [""]
 
 
+def reused_baselines(data: dict, args) -> list[dict]:
+    """With --reuse: the diagonal and eflomal rows of the earlier alignment.json, if any."""
+    saved = args.out / "alignment.json"
+    if not (args.reuse and saved.is_file()):
+        return []
+    return [r for r in json.loads(saved.read_text())["rows"]
+            if r["dataset"] == data["name"] and r["family"] == "-"]
+
+
 def markdown(rows: list[dict], datasets: list[dict], meta: dict) -> str:
     lines = [f"# Word alignment benchmark ({meta['date']})", "",
              f"`{meta['command']}` on {meta['machine']}, {meta['threads']} thread(s). AER "
@@ -201,6 +251,8 @@ def main() -> None:
     parser.add_argument("--no-eflomal", dest="eflomal", action="store_false")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "bench-align")
+    parser.add_argument("--reuse", action="store_true",
+                        help="reuse a family's saved rows of an earlier run with this --out")
     args = parser.parse_args()
 
     import torch
@@ -210,7 +262,7 @@ def main() -> None:
     rows, skipped = [], []
     for data in datasets:
         print(f"== {data['title']}", flush=True)
-        rows += baseline_rows(data, args)
+        rows += reused_baselines(data, args) or baseline_rows(data, args)
         for family, fwd, rev, fwd_config, rev_config in data["runs"]:
             for run, config, what in ((fwd, fwd_config, ""), (rev, rev_config, " reverse")):
                 if not trained(run):
@@ -219,6 +271,8 @@ def main() -> None:
                     print(f"  skip {skipped[-1]}", flush=True)
             if trained(fwd):
                 rows += run_family(data, family, fwd, rev, args, args.out / data["name"])
+        both = [(f, fwd, rev) for f, fwd, rev, _, _ in data["runs"] if trained(fwd) and trained(rev)]
+        rows += ensemble_rows(data, both, args, args.out / data["name"])
     meta = {"date": time.strftime("%F"), "threads": args.threads, "skipped": skipped,
             "machine": f"{platform.machine()}, {os.cpu_count()} cores",
             "command": "python benchmarks/alignment.py " + " ".join(sys.argv[1:]),
