@@ -57,8 +57,9 @@ def _batches(src_ids: list, tgt_ids: list, batch_tokens: int, seed: int):
 def adapting(model: Seq2Seq, src_ids: list, tgt_ids: list, lr: float, train: TrainConfig,
              seed: int = 0):
     """Fine-tune a deep copy of `model` on the pairs, one optimiser step per iteration:
-    yields `(copy, loss)` after every step (the copy in train mode; put it in eval mode to
-    read it, back in train mode is done here). `model` itself is never touched."""
+    yields `(copy, loss)` after every step, always the same copy. A caller may switch it
+    to eval mode to read it; the next step switches it back to train mode. `model` itself
+    is never touched."""
     if lr <= 0:
         raise NMTError(f"--adapt-lr {lr}: need lr > 0")
     tuned = copy.deepcopy(model).train()

@@ -17,7 +17,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from nmt.align.io import AlignmentRecord, Link
-from nmt.align.symmetrize import DEFAULT_AGREEMENT, agreement, flip_links, symmetrize
+from nmt.align.symmetrize import (
+    AGREEMENT,
+    DEFAULT_AGREEMENT,
+    agreement,
+    flip_links,
+    symmetrize,
+)
 from nmt.align.words import WORD_START, links_from_matrix
 from nmt.config import Config
 from nmt.errors import NMTError
@@ -79,7 +85,7 @@ def symmetrized_records(forward: Sequence[AlignmentRecord], flipped: Sequence[Al
                            f"({len(fwd.src_words)}x{len(fwd.tgt_words)} against "
                            f"{len(rev.src_words)}x{len(rev.tgt_words)}); check the inputs")
         S, T = len(fwd.src_words), len(fwd.tgt_words)
-        if heuristic == "agreement":
+        if heuristic == AGREEMENT:
             matrix, links = agreement(fwd.word_weights, rev.word_weights, threshold)
             extra = {"threshold": threshold}
         else:

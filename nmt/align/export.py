@@ -27,7 +27,7 @@ from nmt.align.io import (
     write_links,
 )
 from nmt.align.metrics import alignment_error_rate, alignment_summary
-from nmt.align.symmetrize import DEFAULT_AGREEMENT, HEURISTICS, SOFT
+from nmt.align.symmetrize import AGREEMENT, DEFAULT_AGREEMENT, HEURISTICS, SOFT
 from nmt.align.words import links_from_matrix, word_matrix
 from nmt.config import Config
 from nmt.errors import NMTError
@@ -70,7 +70,7 @@ class AlignOptions:
     def heuristics(self) -> list[str]:
         """The symmetrisations asked for; agreement when only --reverse is given (it beat
         every link heuristic on the synthetic validation gold, README "Alignments")."""
-        return list(self.symmetrize) or (["agreement"] if self.reverse else [])
+        return list(self.symmetrize) or ([AGREEMENT] if self.reverse else [])
 
 
 def check_options(opts: AlignOptions) -> None:

@@ -36,7 +36,8 @@ from nmt.align.io import Link
 from nmt.errors import NMTError
 
 HEURISTICS = ("intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and")
-SOFT = ("agreement",)  # heuristics on matrices (`agreement`), not on links
+AGREEMENT = "agreement"
+SOFT = (AGREEMENT,)  # heuristics on the two maps, not on links
 # The agreement threshold, chosen on validation gold (README "Alignments"): synthetic
 # val 0.05 .. 0.5 -> AER 0.241 0.140 0.107 0.096 0.099 0.105 0.134 0.184, best at 0.2.
 DEFAULT_AGREEMENT = 0.2
