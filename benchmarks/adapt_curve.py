@@ -8,9 +8,15 @@ it was not chosen on. Both models are fine-tuned on all 447 pairs (no gold is us
 that: adapting trains on the text being aligned, as `nmt align --adapt` does) by
 `nmt.align.adapt.adapting`, the generator behind `--adapt`, and read after each checkpoint.
 
+Each step count's records are saved (reports/bench-align/adapt_<family>/steps<N>/), so
+`--ensemble bahdanau transformer` can then pool two families' saved maps per direction
+(`nmt align --ensemble`'s `mean_records`) at every step count both have, without adapting
+again; two one-thread processes can adapt the two families side by side first.
+
 Usage: python benchmarks/adapt_curve.py [--family bahdanau] [--steps 0 100 300 600]
        [--lr 1e-3] [--dev 100] [--threads 1]
-Writes reports/bench-align/adapt_<family>.md and .json.
+       python benchmarks/adapt_curve.py --ensemble bahdanau transformer [--steps ...]
+Writes reports/bench-align/adapt_<family>.md and .json (adapt_<a>+<b> for an ensemble).
 """
 
 from __future__ import annotations
@@ -32,12 +38,11 @@ def records(model, vocab, src_ids, tgt_ids):
     return collect(model, vocab, src_ids, tgt_ids, meta={})
 
 
-def link_sets(forward: list, reverse: list) -> dict[str, list]:
-    """Each symmetrisation's links per sentence from the two directions' records."""
-    from nmt.align.bidirectional import flip_record
+def link_sets(forward: list, flipped: list) -> dict[str, list]:
+    """Each symmetrisation's links per sentence from the forward records and the reverse
+    direction's records flipped into the forward order."""
     from nmt.align.symmetrize import agreement, symmetrize
 
-    flipped = [flip_record(r) for r in reverse]
     out = {"forward": [set(r.links) for r in forward], "reverse": [set(r.links) for r in flipped]}
     for h in ("intersection", "grow-diag-final-and"):
         out[h] = [symmetrize(f.links, b.links, len(f.src_words), len(f.tgt_words), h)
@@ -51,6 +56,8 @@ def link_sets(forward: list, reverse: list) -> dict[str, list]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--family", default="bahdanau")
+    parser.add_argument("--ensemble", nargs="+", default=None,
+                        help="pool these families' saved records instead of adapting")
     parser.add_argument("--steps", type=int, nargs="+", default=[0, 100, 300, 600])
     parser.add_argument("--lr", type=float, default=None, help="default: --adapt-lr's")
     parser.add_argument("--dev", type=int, default=100)
@@ -60,21 +67,34 @@ def main() -> None:
 
     import torch
 
-    from nmt.align.adapt import DEFAULT_LR, adapting
-    from nmt.align.io import read_gold, read_pairs
-    from nmt.align.metrics import alignment_error_rate
-    from nmt.rundir import load_run
+    from nmt.align.adapt import DEFAULT_LR
+    from nmt.align.io import read_gold
 
     torch.set_num_threads(args.threads)
-    lr = args.lr or DEFAULT_LR
-    sources, targets = read_pairs(GOLD_DIR / "hansards.en-fr")
     gold = read_gold(GOLD_DIR / "hansards.en-fr.gold", one_based=True)
+    if args.ensemble:
+        args.family = "+".join(args.ensemble)
+        rows = pooled_curve(args, gold)
+    else:
+        rows = adapt_curve(args, gold, args.lr or DEFAULT_LR)
+    write(args, args.lr or DEFAULT_LR, rows)
+
+
+def adapt_curve(args, gold: list, lr: float) -> list[dict]:
+    """Adapt both directions of one family, reading and saving their records at each
+    step count."""
+    from nmt.align.adapt import adapting
+    from nmt.align.bidirectional import flip_record
+    from nmt.align.io import read_pairs, save_alignments
+    from nmt.rundir import load_run
+
+    sources, targets = read_pairs(GOLD_DIR / "hansards.en-fr")
     sides = []
     for run, (src, tgt) in ((f"{args.family}_en-fr", (sources, targets)),
                             (f"{args.family}_fr-en", (targets, sources))):
         cfg, vocab, model, _ = load_run(ROOT / "runs" / run)
         src_ids, tgt_ids = vocab.encode_src(src), vocab.encode_tgt(tgt)
-        sides.append({"model": model, "vocab": vocab, "ids": (src_ids, tgt_ids),
+        sides.append({"run": run, "model": model, "vocab": vocab, "ids": (src_ids, tgt_ids),
                       "steps": adapting(model, src_ids, tgt_ids, lr, cfg.train)})
     rows, done, seconds = [], 0, 0.0
     for steps in sorted(set(args.steps)):
@@ -85,15 +105,54 @@ def main() -> None:
         seconds += time.perf_counter() - start
         done = steps
         got = [records(s["model"], s["vocab"], *s["ids"]) for s in sides]
-        for name, links in link_sets(*got).items():
-            dev = alignment_error_rate(links[:args.dev], gold[:args.dev])
-            rest = alignment_error_rate(links[args.dev:], gold[args.dev:])
-            rows.append({"steps": steps, "links": name, "dev_aer": dev["aer"],
-                         "rest_aer": rest["aer"], "rest_precision": rest["precision"],
-                         "rest_recall": rest["recall"], "adapt_seconds": seconds})
-            print(f"{steps:5d} {name:22s} dev {dev['aer']:.3f}  rest {rest['aer']:.3f} "
-                  f"(P {rest['precision']:.3f} R {rest['recall']:.3f})", flush=True)
-    write(args, lr, rows)
+        for side, recs in zip(sides, got):
+            save_alignments(saved(args.out, args.family, steps, side["run"]), recs)
+        forward, flipped = got[0], [flip_record(r) for r in got[1]]
+        rows += score(steps, link_sets(forward, flipped), gold, args.dev, seconds)
+    return rows
+
+
+def saved(out: Path, family: str, steps: int, run: str) -> Path:
+    path = out / f"adapt_{family}" / f"steps{steps}" / f"{run}.npz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def pooled_curve(args, gold: list) -> list[dict]:
+    """The mean maps of several families' saved records per direction, at every step
+    count that all of them saved."""
+    from nmt.align.bidirectional import flip_record, mean_records
+    from nmt.align.io import load_alignments
+
+    rows = []
+    for steps in sorted(set(args.steps)):
+        paths = [(saved(args.out, f, steps, f"{f}_en-fr"), saved(args.out, f, steps, f"{f}_fr-en"))
+                 for f in args.ensemble]
+        if not all(a.is_file() and b.is_file() for a, b in paths):
+            print(f"{steps:5d} skipped: not every family saved records at this step count")
+            continue
+        forward = mean_records([load_alignments(a) for a, _ in paths], {})
+        flipped = mean_records([[flip_record(r) for r in load_alignments(b)] for _, b in paths],
+                               {}, flipped=True)
+        rows += score(steps, link_sets(forward, flipped), gold, args.dev, 0.0)
+    return rows
+
+
+def score(steps: int, sets: dict[str, list], gold: list, dev: int, seconds: float
+          ) -> list[dict]:
+    """AER of every link set on the development prefix and on the rest."""
+    from nmt.align.metrics import alignment_error_rate
+
+    rows = []
+    for name, links in sets.items():
+        d = alignment_error_rate(links[:dev], gold[:dev])
+        rest = alignment_error_rate(links[dev:], gold[dev:])
+        rows.append({"steps": steps, "links": name, "dev_aer": d["aer"],
+                     "rest_aer": rest["aer"], "rest_precision": rest["precision"],
+                     "rest_recall": rest["recall"], "adapt_seconds": seconds})
+        print(f"{steps:5d} {name:22s} dev {d['aer']:.3f}  rest {rest['aer']:.3f} "
+              f"(P {rest['precision']:.3f} R {rest['recall']:.3f})", flush=True)
+    return rows
 
 
 def write(args, lr: float, rows: list[dict]) -> None:

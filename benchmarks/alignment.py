@@ -16,7 +16,10 @@ output under reports/bench-align/<dataset>/).
 Usage: python benchmarks/alignment.py [--only synth hansards] [--limit N] [--adapt STEPS]
        [--adapt-hansards STEPS]
        [--methods attention saliency] [--symmetrize agreement grow-diag-final-and]
-       [--no-eflomal] [--threads 1] [--reuse]
+       [--no-eflomal] [--threads 1] [--reuse] [--families bahdanau transformer]
+
+Two processes can share the work (one thread each) with --families, then one more run
+with --reuse (and no --families) writes the whole table from their saved rows.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLD_DIR = ROOT.parent / "shared" / "corpora" / "alignment-gold" / "en-fr"
-SYNTH_FAMILIES = ("bahdanau", "luong_general")  # configs/synth/converged/
+SYNTH_FAMILIES = ("bahdanau", "luong_general", "luong_local_p", "transformer")  # converged/
 HANSARDS_FAMILIES = ("bahdanau", "luong_general", "transformer")
 ADAPT_HANSARDS = 300  # out-of-domain text needs more steps (README "Adapting")
 
@@ -251,6 +254,8 @@ def main() -> None:
     parser.add_argument("--no-eflomal", dest="eflomal", action="store_false")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "bench-align")
+    parser.add_argument("--families", nargs="+", default=None,
+                        help="only these families (default: all of the gold set's)")
     parser.add_argument("--reuse", action="store_true",
                         help="reuse a family's saved rows of an earlier run with this --out")
     args = parser.parse_args()
@@ -259,6 +264,8 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     datasets = [{"synth": synth_dataset, "hansards": hansards_dataset}[d]() for d in args.only]
+    for data in datasets if args.families else []:
+        data["runs"] = [r for r in data["runs"] if r[0] in args.families]
     rows, skipped = [], []
     for data in datasets:
         print(f"== {data['title']}", flush=True)

@@ -24,7 +24,7 @@ FAMILIES, SCORES = tuple(MODELS), tuple(SCORERS)
 ATTENTION_KINDS = ("global", "local-m", "local-p")
 
 REPO = Path(__file__).resolve().parents[1]
-CONFIGS = sorted((REPO / "configs").glob("*/*.yaml"))
+CONFIGS = sorted((REPO / "configs").rglob("*.yaml"))
 
 VALID = """\
 name: demo
@@ -219,9 +219,10 @@ def test_save_then_load_round_trip(tmp_path):
 def test_configs_are_found():
     assert any(p.parent.name == "synth" for p in CONFIGS)
     assert any(p.parent.name == "multi30k" for p in CONFIGS)
+    assert any(p.parent.name == "converged" for p in CONFIGS)  # configs/synth/converged/
 
 
-@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: str(p.relative_to(REPO / "configs")))
 def test_every_shipped_config_loads(path):
     cfg = load_config(path)
     assert cfg.name == path.stem
