@@ -106,16 +106,17 @@ def adapt_curve(args, gold: list, lr: float) -> list[dict]:
         done = steps
         got = [records(s["model"], s["vocab"], *s["ids"]) for s in sides]
         for side, recs in zip(sides, got):
-            save_alignments(saved(args.out, args.family, steps, side["run"]), recs)
+            path = saved(args.out, args.family, steps, side["run"])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            save_alignments(path, recs)
         forward, flipped = got[0], [flip_record(r) for r in got[1]]
         rows += score(steps, link_sets(forward, flipped), gold, args.dev, seconds)
     return rows
 
 
 def saved(out: Path, family: str, steps: int, run: str) -> Path:
-    path = out / f"adapt_{family}" / f"steps{steps}" / f"{run}.npz"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+    """Where one run's records after `steps` adapt steps are kept."""
+    return out / f"adapt_{family}" / f"steps{steps}" / f"{run}.npz"
 
 
 def pooled_curve(args, gold: list) -> list[dict]:
