@@ -113,7 +113,6 @@ def compare(
     out: Annotated[Path, typer.Option(help="report folder")] = Path("reports/compare"),
     split: Annotated[str | None, typer.Option(help="split to report (default: test)")] = None,
     sentence: Annotated[list[int] | None, typer.Option(help="sentence index for the alignment grid (repeatable)")] = None,
-    ensemble: Annotated[bool, typer.Option("--ensemble", help="add rows of the mean map of all --run (and of all --reverse, symmetrised): an ensemble of runs")] = False,
     statistical: Annotated[bool, typer.Option("--statistical", help="add eflomal's row and grid panel, trained on the corpus plus the split (pip install -e '.[align]')")] = False,
 ) -> None:
     """One Markdown + HTML report putting runs side by side."""
