@@ -40,16 +40,18 @@ def records(model, vocab, src_ids, tgt_ids):
 
 def link_sets(forward: list, flipped: list) -> dict[str, list]:
     """Each symmetrisation's links per sentence from the forward records and the reverse
-    direction's records flipped into the forward order."""
-    from nmt.align.symmetrize import agreement, symmetrize
+    direction's records flipped into the forward order (`nmt align`'s own
+    `symmetrized_records`)."""
+    from nmt.align.bidirectional import symmetrized_records
+    from nmt.align.symmetrize import AGREEMENT, DEFAULT_AGREEMENT
+
+    def links(heuristic: str, threshold: float = DEFAULT_AGREEMENT) -> list[set]:
+        return [set(r.links) for r in symmetrized_records(forward, flipped, heuristic, {},
+                                                          threshold)]
 
     out = {"forward": [set(r.links) for r in forward], "reverse": [set(r.links) for r in flipped]}
-    for h in ("intersection", "grow-diag-final-and"):
-        out[h] = [symmetrize(f.links, b.links, len(f.src_words), len(f.tgt_words), h)
-                  for f, b in zip(forward, flipped)]
-    for t in THRESHOLDS:
-        out[f"agreement {t}"] = [agreement(f.word_weights, b.word_weights, t)[1]
-                                 for f, b in zip(forward, flipped)]
+    out |= {h: links(h) for h in ("intersection", "grow-diag-final-and")}
+    out |= {f"agreement {t}": links(AGREEMENT, t) for t in THRESHOLDS}
     return out
 
 
