@@ -283,6 +283,16 @@ class Trainer:
         return None
 
     def fit(self) -> Progress:
+        d, c = self.data, self.cfg
+        record = {"kind": "data", "pairs": len(d.train_src), "kept": len(d.train_idx),
+                  "src_vocab": d.vocab.src_size, "tgt_vocab": d.vocab.tgt_size}
+        self.log(record)
+        dropped = record["pairs"] - record["kept"]
+        self.say(f"data: {record['kept']:,} of {record['pairs']:,} training pairs"
+                 + (f" ({dropped:,} empty or longer than data.max_len={c.data.max_len} "
+                    "subwords, left out)" if dropped else "")
+                 + f"; vocabulary {d.vocab.src_size:,}/{d.vocab.tgt_size:,} pieces "
+                 f"(vocab.size={c.vocab.size})")
         with StopRequest() as stop, self.display:
             reason = self._loop(stop)
         if reason == "signal":
