@@ -72,11 +72,13 @@ def test_a_second_run_with_the_same_name_refuses_at_once(data_root, tmp_path):
     try:
         assert ready.wait(120), "the first run did not start"
         cfg = tiny_config(data_root, tmp_path, "same", MODELS["bahdanau"], max_steps=2)
+        metrics = tmp_path / "same" / "metrics.jsonl"  # the first run's data line, if any
+        before = metrics.read_bytes() if metrics.exists() else None
         with pytest.raises(NMTError, match=rf"in use by another `nmt train` \(pid {first.pid}\)"
                            ) as info:
             train(cfg, quiet=True)
         assert "\n" not in str(info.value)
-        assert not (tmp_path / "same" / "metrics.jsonl").exists()  # nothing written by us
+        assert (metrics.read_bytes() if metrics.exists() else None) == before  # nothing by us
         # killed without any chance to clean up: the lock dies with the process
         first.kill()
         first.join(30)
