@@ -123,9 +123,14 @@ def saved(out: Path, family: str, steps: int, run: str) -> Path:
 
 def pooled_curve(args, gold: list) -> list[dict]:
     """The mean maps of several families' saved records per direction, at every step
-    count that all of them saved."""
+    count that all of them saved, re-read from their raw weights with `nmt align`'s
+    current default reading (records saved under an earlier default follow the new one)."""
     from nmt.align.bidirectional import flip_record, mean_records
-    from nmt.align.io import load_alignments
+    from nmt.align.extract import reread
+    from nmt.align.io import load_alignments as load_saved
+
+    def load_alignments(path: Path) -> list:
+        return [reread(r) for r in load_saved(path)]
 
     rows = []
     for steps in sorted(set(args.steps)):

@@ -16,6 +16,7 @@ import torch
 from nmt.align.extract import forced_weights
 from nmt.align.io import load_alignments, parse_pharaoh, read_gold
 from nmt.align.metrics import alignment_error_rate, attention_entropy, diagonal_links
+from nmt.align.words import word_matrix
 from nmt.checkpoint import save_checkpoint
 from nmt.evaluate import evaluate_run
 from nmt.models import build_model
@@ -99,10 +100,17 @@ def test_training_makes_the_attention_align(runs, data_root, tmp_path, capsys):
         assert summary[name]["entropy"] == pytest.approx(
             np.mean([attention_entropy(r.word_weights) for r in records]))
         assert summary[name]["eos_mass"] < 0.5
-    # the default reading of a 2-layer Transformer is layer 0 (the penultimate), naive
-    default = [r["aer"] for r in summary["transformer"]["aer_by_layer"]
-               if (r["layer"], r["reading"]) == (0, "naive")]
-    assert default == [pytest.approx(summary["transformer"]["aer"])]
+    # the default reading of a 2-layer Transformer is naive, every layer and head averaged:
+    # the mean of the two layers' head-averaged maps, piece by piece
+    for r in load_alignments(out / "transformer.npz"):
+        pieces = r.weights.mean((0, 1))[:-1]
+        per_layer = [r.weights[layer].mean(0)[:-1] for layer in (0, 1)]
+        np.testing.assert_allclose(pieces, (per_layer[0] + per_layer[1]) / 2, rtol=1e-5)
+        np.testing.assert_allclose(r.word_weights, word_matrix(
+            r.weights, r.src_tokens[:-1], r.tgt_tokens[:-1]), rtol=1e-5)
+    assert any(not np.allclose(r.word_weights, word_matrix(
+        r.weights, r.src_tokens[:-1], r.tgt_tokens[:-1], False, 0), atol=1e-3)
+        for r in load_alignments(out / "transformer.npz"))
     # A tiny 2-layer Transformer's cross-attention aligns poorly (about the diagonal's
     # AER here); the per-layer, per-reading table is what lets a user find its best layer.
     assert len(summary["transformer"]["aer_by_layer"]) == 4

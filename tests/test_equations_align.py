@@ -1,7 +1,7 @@
 """Readings of attention as alignments, on hand-built tensors with known answers:
 naive (row t predicts target piece t) against shifted (Chen et al. 2020: piece t is
-read at the step whose input is piece t, row t + 1), the default layer (the
-penultimate one, heads averaged), and the word-level matrix of one reading."""
+read at the step whose input is piece t, row t + 1), the default (every layer and head
+averaged), and the word-level matrix of one reading."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from nmt.align.export import AlignOptions
-from nmt.align.extract import default_shifted, forced_weights, make_record
+from nmt.align.extract import default_shifted, forced_weights, make_record, reread
+from nmt.align.io import AlignmentRecord
 from nmt.align.words import reading, word_matrix
 from nmt.errors import NMTError
 from nmt.tokens import BOS, EOS_PIECE
@@ -23,12 +24,14 @@ def coded(L: int, H: int, rows: int, S: int) -> np.ndarray:
     return (1000 * layer + 100 * h + 10 * r + s).astype(np.float64)
 
 
-def test_transformer_default_is_the_penultimate_layer_head_average_naive():
-    w = coded(3, 2, 4, 2)  # 3 layers, 2 heads, T + 1 = 4 rows (3 pieces + EOS), S = 2
-    # layer 1, mean over heads 0 and 1 = 1000 + 50; naive: rows 0..2
-    expected = np.array([[1050 + 10 * r + s for s in range(2)] for r in (0, 1, 2)])
+def test_transformer_default_is_the_mean_of_every_layer_and_head_naive():
+    w = coded(4, 2, 4, 2)  # 4 layers, 2 heads, T + 1 = 4 rows (3 pieces + EOS), S = 2
+    # mean over layers 0..3 = 1500, over heads 0 and 1 = 50; naive: rows 0..2
+    expected = np.array([[1550 + 10 * r + s for s in range(2)] for r in (0, 1, 2)])
     np.testing.assert_array_equal(reading(w), expected)
-    np.testing.assert_array_equal(reading(w, shifted=False, layer=1), expected)
+    np.testing.assert_array_equal(reading(w, shifted=False), expected)
+    for layer in range(4):  # no single layer is the default
+        assert not np.array_equal(reading(w, shifted=False, layer=layer), expected)
 
 
 def test_shifted_reading_takes_rows_1_to_t():
@@ -133,3 +136,22 @@ def test_make_record_words_weights_and_links():
     assert rec.links == [(0, 0), (0, 1)]  # (source word, target word) by argmax
     shifted = make_record(4, Pieces(), [5, 6, 7, 3], [14, 15, 16], w, shifted=True)
     assert shifted.links == [(0, 1), (1, 0)]  # a -> z (0.75), bc -> xy (0.8)
+
+
+def test_reread_recomputes_a_saved_record_with_the_reading_asked_now():
+    rng = np.random.default_rng(0)
+    w = rng.random((2, 2, 4, 4)) ** 4  # 2 layers, 2 heads, 3 pieces + EOS each side
+    w /= w.sum(-1, keepdims=True)
+    src, tgt = ["\u2581a", "\u2581b", "\u2581c"], ["\u2581x", "\u2581y", "\u2581z"]
+    old = word_matrix(w, src, tgt, False, 0)  # saved under a layer-0 reading
+    rec = AlignmentRecord(index=0, src_tokens=src + [EOS_PIECE], tgt_tokens=tgt + [EOS_PIECE],
+                          weights=w, src_words=["a", "b", "c"], tgt_words=["x", "y", "z"],
+                          word_weights=old, links=[(0, 0)])
+    new = reread(rec)
+    mean = w.mean((0, 1))[:-1, :-1]  # naive rows, EOS column dropped, one piece per word
+    np.testing.assert_allclose(new.word_weights, mean / mean.sum(-1, keepdims=True))
+    assert not np.allclose(new.word_weights, old)
+    assert new.links == sorted((int(new.word_weights[j].argmax()), j) for j in range(3))
+    np.testing.assert_allclose(reread(rec, layer=0).word_weights, old)
+    np.testing.assert_allclose(rec.word_weights, old, rtol=1e-6)  # the saved record is
+    assert rec.links == [(0, 0)]  # left as it was

@@ -120,17 +120,18 @@ def test_page_is_self_contained(workspace):
 def test_transformer_views_reproduce_the_saved_reading(workspace):
     data = payload(workspace["page"].path)
     spec = data["panels"][1]
-    assert (spec["layers"], spec["heads"], spec["saved"]) == (L, H, False)
-    # default = the saved reading: naive (r = 0), penultimate layer (0), head average (0)
-    assert spec["default"] == (0 * L + 0) * (H + 1) + 0
+    # the saved reading (naive, every layer and head averaged) is no single layer's view,
+    # so the page keeps it as view 0 and opens on it; the layer x head views follow
+    assert (spec["layers"], spec["heads"], spec["saved"]) == (L, H, True)
+    assert spec["default"] == 0
     rec = record(1, 2, L, H)
     shape = rec.word_weights.shape
     got = views(data["sentences"][1]["p"][1], shape)
-    assert got.shape == (2 * L * (H + 1), *shape)
+    assert got.shape == (1 + 2 * L * (H + 1), *shape)
     assert np.allclose(got[spec["default"]], rec.word_weights, atol=1 / 255)
     naive_l1_h2 = word_matrix(rec.weights[:, 1:2], rec.src_tokens[:-1], rec.tgt_tokens[:-1],
                               False, 1)
-    assert np.allclose(got[(0 * L + 1) * (H + 1) + 2], naive_l1_h2, atol=1 / 255)
+    assert np.allclose(got[1 + (0 * L + 1) * (H + 1) + 2], naive_l1_h2, atol=1 / 255)
 
 
 def test_link_only_sets_are_zero_one_matrices(workspace):
@@ -235,7 +236,8 @@ def test_layer_selector_changes_the_transformer_panel(page):
     page.select_option("#sentence-list", "1")
     panel = '.panel[data-panel="1"]'
     before = cell_values(page, 1)
-    assert page.input_value(f"{panel} select.layer") == "0"
+    assert page.input_value(f"{panel} select.layer") == "saved"  # all layers averaged
+    assert "every layer and head averaged" in page.text_content(f"{panel} .view")
     page.select_option(f"{panel} select.layer", "1")
     after = cell_values(page, 1)
     assert after != before and "layer 2" in page.text_content(f"{panel} .view")

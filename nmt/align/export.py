@@ -49,7 +49,7 @@ class AlignOptions:
     limit: int = 0  # only the first N sentences (0 = all)
     plot: int = 3  # plot the first N sentences
     fmt: str = "png"
-    layer: int | None = None  # transformer layer (default: penultimate)
+    layer: int | None = None  # transformer layer (default: mean of all layers)
     reading: str = "auto"  # auto | naive | shifted (attention only)
     links: str = "argmax"  # argmax | threshold
     threshold: float = 0.5

@@ -13,6 +13,7 @@ is piece t (row t + 1), averaged over the heads of one layer.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +71,14 @@ def make_record(index: int, vocab: Vocab, src: list[int], tgt: list[int], weight
         weights=weights, src_words=join_pieces(src_pieces, src_word_of),
         tgt_words=join_pieces(tgt_pieces, tgt_word_of), word_weights=words,
         links=sorted(links_from_matrix(words, links, threshold)), meta=dict(meta or {}))
+
+
+def reread(rec: AlignmentRecord, shifted: bool | None = None, layer: int | None = None
+           ) -> AlignmentRecord:
+    """`rec` with its word map and argmax links recomputed from its saved raw weights, so a
+    record saved under an earlier default follows the reading asked for now."""
+    words = word_matrix(rec.weights, rec.src_tokens[:-1], rec.tgt_tokens[:-1], shifted, layer)
+    return dataclasses.replace(rec, word_weights=words, links=sorted(links_from_matrix(words)))
 
 
 def default_shifted(model: Seq2Seq, method: str, shifted: bool | None) -> bool:

@@ -60,7 +60,7 @@ def align(
     out: Annotated[Path, typer.Option(help="output folder")] = Path("reports/align"),
     plot: Annotated[int, typer.Option(min=0, help="plot the first N sentences")] = 3,
     fmt: Annotated[Format, typer.Option("--format", help="figure format")] = Format.png,
-    layer: Annotated[int | None, typer.Option(help="transformer layer for word links (default: penultimate)")] = None,
+    layer: Annotated[int | None, typer.Option(help="transformer layer for word links (default: the mean of all layers and heads)")] = None,
     reading: Annotated[Reading, typer.Option(help="transformer reading (Chen et al. 2020)")] = Reading.auto,
     links: Annotated[Links, typer.Option(help="hard links: argmax per target word, or threshold")] = Links.argmax,
     threshold: Annotated[float, typer.Option(min=0.0, max=1.0, help="with --links threshold: every word pair with weight >= this")] = 0.5,

@@ -32,7 +32,7 @@
   function viewLabel(p, v) {
     const d = describe(p, v);
     if (!multi(p)) return "";
-    if (d.saved) return "saved";
+    if (d.saved) return "saved reading (nmt align's default: every layer and head averaged)";
     const head = d.slot === 0 ? "head avg" : `head ${d.slot}`;
     return `layer ${d.layer + 1} · ${head} · ${DATA.readings[d.reading]}`;
   }
@@ -100,7 +100,7 @@
     const bar = el("div", "controls");
     const layer = el("select", "layer");
     layer.setAttribute("aria-label", "layer");
-    if (spec.saved) layer.append(new Option("saved", "saved"));
+    if (spec.saved) layer.append(new Option("all layers", "saved"));
     for (let l = 0; l < spec.layers; l++) layer.append(new Option(`layer ${l + 1}`, String(l)));
     layer.value = d.saved ? "saved" : String(d.layer);
     const head = el("select", "head");
@@ -108,7 +108,7 @@
     head.append(new Option("head avg", "0"));
     for (let h = 1; h <= spec.heads; h++) head.append(new Option(`head ${h}`, String(h)));
     head.value = d.saved ? "0" : String(d.slot);
-    const reading = el("button", "reading", `reading: ${DATA.readings[d.saved ? 1 : d.reading]}`);
+    const reading = el("button", "reading", `reading: ${d.saved ? "as saved" : DATA.readings[d.reading]}`);
     reading.setAttribute("aria-pressed", String(!d.saved && d.reading === 1));
     reading.title = "naive: target word t read at the step that predicts it; shifted: at the step whose input is t (Chen et al. 2020)";
     head.disabled = reading.disabled = d.saved;
@@ -117,7 +117,7 @@
       else state.view[p] = viewIndex(spec, r, Number(layer.value), Number(head.value));
       render();
     };
-    const current = () => (d.saved ? 1 : d.reading);
+    const current = () => (d.saved ? 0 : d.reading); // leaving the saved view: naive first
     layer.onchange = () => update(current());
     head.onchange = () => update(current());
     reading.onclick = () => update(1 - current());
