@@ -127,10 +127,10 @@ def pooled_curve(args, gold: list) -> list[dict]:
     current default reading (records saved under an earlier default follow the new one)."""
     from nmt.align.bidirectional import flip_record, mean_records
     from nmt.align.extract import reread
-    from nmt.align.io import load_alignments as load_saved
+    from nmt.align.io import load_alignments
 
-    def load_alignments(path: Path) -> list:
-        return [reread(r) for r in load_saved(path)]
+    def load(path: Path) -> list:
+        return [reread(r) for r in load_alignments(path)]
 
     rows = []
     for steps in sorted(set(args.steps)):
@@ -139,8 +139,8 @@ def pooled_curve(args, gold: list) -> list[dict]:
         if not all(a.is_file() and b.is_file() for a, b in paths):
             print(f"{steps:5d} skipped: not every family saved records at this step count")
             continue
-        forward = mean_records([load_alignments(a) for a, _ in paths], {})
-        flipped = mean_records([[flip_record(r) for r in load_alignments(b)] for _, b in paths],
+        forward = mean_records([load(a) for a, _ in paths], {})
+        flipped = mean_records([[flip_record(r) for r in load(b)] for _, b in paths],
                                {}, flipped=True)
         rows += score(steps, link_sets(forward, flipped), gold, args.dev, 0.0)
     return rows

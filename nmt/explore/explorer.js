@@ -32,7 +32,7 @@
   function viewLabel(p, v) {
     const d = describe(p, v);
     if (!multi(p)) return "";
-    if (d.saved) return "saved reading (nmt align's default: every layer and head averaged)";
+    if (d.saved) return "as saved: every layer and head averaged";
     const head = d.slot === 0 ? "head avg" : `head ${d.slot}`;
     return `layer ${d.layer + 1} · ${head} · ${DATA.readings[d.reading]}`;
   }
