@@ -126,7 +126,8 @@ class ModelConfig:
 class TrainConfig:
     batch_tokens: int = positive(4096)  # target tokens per batch (length-bucketed)
     lr: float = positive(1e-3)  # peak learning rate (Adam)
-    schedule: str = one_of("inverse_sqrt", "constant", "plateau")  # constant | inverse_sqrt | plateau
+    schedule: str = one_of("inverse_sqrt", "constant", "plateau", "linear")  # constant | inverse_sqrt |
+    #   plateau | linear: decays to zero at the end of max_steps or max_minutes (budgeted training)
     warmup: int = non_negative(1000)  # warmup steps (inverse_sqrt)
     plateau_patience: int = 2  # validations without gain before lr *= plateau_factor
     plateau_factor: float = positive(0.5)
@@ -236,6 +237,9 @@ def _validate(cfg: Config, where: str) -> None:
     if cfg.model.family == "transformer" and cfg.model.emb_size % cfg.model.heads:
         raise NMTError(f"{where}: 'model.emb_size' ({cfg.model.emb_size}) must be divisible "
                        f"by 'model.heads' ({cfg.model.heads})")
+    if cfg.train.schedule == "linear" and not (cfg.train.max_steps or cfg.train.max_minutes):
+        raise NMTError(f"{where}: 'train.schedule' linear decays to zero at the end of the budget; "
+                       "set 'train.max_steps' or 'train.max_minutes'")
     if cfg.model.family == "luong":
         _validate_luong(cfg.model, where)
 

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from nmt import distributed as dist
 from nmt.checkpoint import check_vocab, load_checkpoint, save_checkpoint
-from nmt.config import Config, TrainConfig, config_to_dict, save_config
+from nmt.config import Config, config_to_dict, save_config
 from nmt.data.batching import filter_long, iterate_batches, token_batches
 from nmt.data.corpora import load_split
 from nmt.data.subwords import Vocab, encode_split, prepare_vocab
@@ -31,43 +31,9 @@ from nmt.models import build_model
 from nmt.models.base import Seq2Seq
 from nmt.progress import TrainDisplay
 from nmt.rundir import RunDir
+from nmt.schedule import Schedule, budget_used
 from nmt.tokens import PAD
 from nmt.translate import translate_ids
-
-
-class Schedule:
-    """lr(step) = peak * warmup/decay factor * plateau scale.
-
-    inverse_sqrt: min(step / warmup, sqrt(warmup / step)) (Vaswani et al. 2017, eq. 3
-    up to the constant); constant and plateau: linear warmup, then flat, with plateau
-    multiplying by `plateau_factor` after `plateau_patience` validations without gain.
-    """
-
-    def __init__(self, cfg: TrainConfig):
-        self.cfg, self.scale, self.bad, self.best = cfg, 1.0, 0, -math.inf
-
-    def lr(self, step: int) -> float:
-        warm = max(self.cfg.warmup, 1)
-        factor = min(step / warm, 1.0)
-        if self.cfg.schedule == "inverse_sqrt" and step > warm:
-            factor = math.sqrt(warm / step)
-        return self.cfg.lr * max(factor, 1e-3) * self.scale
-
-    def observe(self, metric: float) -> None:
-        if self.cfg.schedule != "plateau":
-            return
-        if metric > self.best:
-            self.best, self.bad = metric, 0
-        else:
-            self.bad += 1
-            if self.bad >= self.cfg.plateau_patience:
-                self.scale, self.bad = self.scale * self.cfg.plateau_factor, 0
-
-    def state_dict(self) -> dict:
-        return {"scale": self.scale, "bad": self.bad, "best": self.best}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.scale, self.bad, self.best = state["scale"], state["bad"], state["best"]
 
 
 @dataclass
@@ -231,7 +197,7 @@ class Trainer:
     def train_step(self, batch) -> float | None:
         """One optimiser step; returns the per-token loss, or None if it was not finite."""
         self.model.train()
-        lr = self.schedule.lr(self.progress.step + 1)
+        lr = self.schedule.lr(self.progress.step + 1, self.budget_used())
         for group in self.optim.param_groups:
             group["lr"] = lr
         n_tokens = dist.all_sum(batch.n_tokens)
@@ -351,10 +317,13 @@ class Trainer:
         """Seconds of this run so far, earlier sessions (before --resume) included."""
         return self.base + time.time() - self.started
 
+    def budget_used(self) -> float:
+        return budget_used(self.cfg.train, self.progress.step, self.elapsed())
+
     def _log_train(self, loss: float, tok_s: float) -> None:
         p = self.progress
         elapsed = self.elapsed()
-        lr = self.schedule.lr(p.step)
+        lr = self.schedule.lr(p.step, self.budget_used())
         self.log({"kind": "train", "step": p.step, "epoch": p.epoch, "loss": loss, "lr": lr,
                   "tokens_per_s": tok_s * dist.world_size(), "elapsed": elapsed})
         self.say(f"step {p.step:>6} | epoch {p.epoch:>3} | loss {loss:6.3f} | lr {lr:.2e} | "

@@ -17,7 +17,7 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 LAYERS = [
     ("nmt", 0), ("nmt.errors", 0), ("nmt.tokens", 0), ("nmt.locks", 0), ("nmt.progress", 0),
     ("nmt.config", 1), ("nmt.checkpoint", 1), ("nmt.distributed", 1), ("nmt.plotting", 1),
-    ("nmt.document", 1),
+    ("nmt.document", 1), ("nmt.schedule", 1),
     ("nmt.data", 2),
     ("nmt.models", 3),
     ("nmt.search", 4),

@@ -1,0 +1,54 @@
+"""Learning-rate schedules, the budgeted linear decay above all: it must reach zero
+(the floor) exactly at the end of the run's budget, in steps or in minutes."""
+
+from __future__ import annotations
+
+import pytest
+
+from nmt.config import TrainConfig, config_from_dict
+from nmt.errors import NMTError
+from nmt.schedule import Schedule, budget_used
+from tests.test_train import MODELS, tiny_config
+
+
+def test_budget_used_takes_the_larger_of_steps_and_minutes():
+    both = TrainConfig(max_steps=1000, max_minutes=2.0)
+    assert budget_used(both, 250, 30.0) == pytest.approx(0.25)  # steps ahead of time
+    assert budget_used(both, 100, 60.0) == pytest.approx(0.5)  # time ahead of steps
+    assert budget_used(both, 5000, 500.0) == 1.0  # never past the end
+    assert budget_used(TrainConfig(), 10**6, 10**6) == 0.0  # no budget, nothing used
+
+
+def test_linear_warms_up_then_falls_to_the_floor_at_the_end_of_the_budget():
+    cfg = TrainConfig(schedule="linear", lr=0.01, warmup=10, max_steps=100)
+    sched = Schedule(cfg)
+    assert sched.lr(5, 0.05) == pytest.approx(0.005)  # warmup: 5 / 10 of the peak
+    assert sched.lr(10, 0.10) == pytest.approx(0.009)  # decay already under way at 10%
+    assert sched.lr(50, 0.5) == pytest.approx(0.005)
+    assert sched.lr(100, 1.0) == pytest.approx(0.01 * 1e-3)  # the floor, not a dead optimiser
+    rates = [sched.lr(step, step / 100) for step in range(10, 101)]
+    assert all(a > b for a, b in zip(rates, rates[1:]))
+
+
+def test_the_other_schedules_ignore_the_budget():
+    for name in ("constant", "inverse_sqrt", "plateau"):
+        sched = Schedule(TrainConfig(schedule=name, lr=0.01, warmup=10, max_steps=100))
+        assert sched.lr(40, 0.0) == sched.lr(40, 0.9), name
+
+
+def test_linear_without_a_budget_is_refused_naming_the_keys():
+    raw = {"model": {"family": "bahdanau"}, "train": {"schedule": "linear"}}
+    with pytest.raises(NMTError, match="'train.schedule' linear.*'train.max_steps'"):
+        config_from_dict(raw, where="cfg.yaml")
+
+
+def test_a_linear_run_logs_rates_that_fall_to_nearly_zero(data_root, tmp_path):
+    from nmt.train import Trainer
+
+    cfg = tiny_config(data_root, tmp_path, "lin", MODELS["bahdanau"], schedule="linear",
+                      max_steps=60, warmup=10, log_every=10, lr=0.01)
+    trainer = Trainer(cfg, quiet=True)
+    trainer.fit()
+    rates = [r["lr"] for r in trainer.run.read_metrics() if r["kind"] == "train"]
+    assert len(rates) == 6 and rates[0] == pytest.approx(0.01 * (1 - 10 / 60))
+    assert all(a > b for a, b in zip(rates, rates[1:])) and rates[-1] < 1e-4
