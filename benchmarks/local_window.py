@@ -24,7 +24,7 @@ import torch
 def predicted_centres(model, src_ids: list[int], tgt_ids: list[int]) -> torch.Tensor:
     """p_t (T,) of each decoder step, teacher-forced on one pair."""
     from nmt.models.attention import LocalWindow
-    from nmt.tokens import BOS, EOS
+    from nmt.tokens import BOS
 
     seen: list[torch.Tensor] = []
     original = LocalWindow.centre
@@ -40,7 +40,6 @@ def predicted_centres(model, src_ids: list[int], tgt_ids: list[int]) -> torch.Te
             model(torch.tensor([src_ids]), torch.tensor([[BOS] + tgt_ids]))
     finally:
         LocalWindow.centre = original
-    assert EOS not in tgt_ids
     return torch.cat(seen)  # one entry per step: T = len(tgt_ids) + 1 (the EOS step)
 
 
@@ -56,7 +55,10 @@ def measure(run: str, sentences: int, split: str) -> dict:
     folder = corpus_dir(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair)
     src = (folder / f"{split}.{cfg.src_lang}").read_text().splitlines()[:sentences]
     tgt = (folder / f"{split}.{cfg.tgt_lang}").read_text().splitlines()[:sentences]
-    gold = read_gold(corpus_gold(cfg, split))[: len(src)]
+    gold_path = corpus_gold(cfg, split)
+    if gold_path is None:
+        raise SystemExit(f"{run}: the corpus has no gold alignments for '{split}' ({folder})")
+    gold = read_gold(gold_path)[: len(src)]
     distances, inside, saturated, steps = [], 0, 0, 0
     for s, t, g in zip(src, tgt, gold):
         src_ids, tgt_ids = vocab.encode_src([s])[0], vocab.encode_tgt([t])[0]

@@ -194,10 +194,11 @@ class Trainer:
                                 self.cfg.train.seed + epoch, d.train_idx)
         return dist.shard(batches)
 
-    def train_step(self, batch) -> float | None:
-        """One optimiser step; returns the per-token loss, or None if it was not finite."""
+    def train_step(self, batch, used: float = 0.0) -> float | None:
+        """One optimiser step; returns the per-token loss, or None if it was not finite.
+        `used`: the fraction of the budget spent (schedule `linear`), the same on every rank."""
         self.model.train()
-        lr = self.schedule.lr(self.progress.step + 1, self.budget_used())
+        lr = self.schedule.lr(self.progress.step + 1, used)
         for group in self.optim.param_groups:
             group["lr"] = lr
         n_tokens = dist.all_sum(batch.n_tokens)
@@ -277,14 +278,15 @@ class Trainer:
         while True:
             batches = self.epoch_batches(p.epoch)
             for index in range(p.batch_in_epoch, len(batches)):
-                reason = dist.broadcast(self.out_of_budget() or ("signal" if stop.signal
-                                                                 else None))
+                # rank 0's stop decision and budget fraction, so every rank steps alike
+                reason, used = dist.broadcast((self.out_of_budget() or (
+                    "signal" if stop.signal else None), self.used_budget()))
                 if reason:
                     return self._finish(reason)
                 batch = next(iterate_batches(self.data.train_src, self.data.train_tgt,
                                              [batches[index]]))
                 tick = time.perf_counter()
-                loss = self.train_step(batch)
+                loss = self.train_step(batch, used)
                 seconds = time.perf_counter() - tick
                 p.batch_in_epoch = index + 1
                 if loss is None:
@@ -317,13 +319,13 @@ class Trainer:
         """Seconds of this run so far, earlier sessions (before --resume) included."""
         return self.base + time.time() - self.started
 
-    def budget_used(self) -> float:
+    def used_budget(self) -> float:
         return budget_used(self.cfg.train, self.progress.step, self.elapsed())
 
     def _log_train(self, loss: float, tok_s: float) -> None:
         p = self.progress
         elapsed = self.elapsed()
-        lr = self.schedule.lr(p.step, self.budget_used())
+        lr = self.schedule.lr(p.step, self.used_budget())
         self.log({"kind": "train", "step": p.step, "epoch": p.epoch, "loss": loss, "lr": lr,
                   "tokens_per_s": tok_s * dist.world_size(), "elapsed": elapsed})
         self.say(f"step {p.step:>6} | epoch {p.epoch:>3} | loss {loss:6.3f} | lr {lr:.2e} | "

@@ -52,3 +52,36 @@ def test_a_linear_run_logs_rates_that_fall_to_nearly_zero(data_root, tmp_path):
     rates = [r["lr"] for r in trainer.run.read_metrics() if r["kind"] == "train"]
     assert len(rates) == 6 and rates[0] == pytest.approx(0.01 * (1 - 10 / 60))
     assert all(a > b for a, b in zip(rates, rates[1:])) and rates[-1] < 1e-4
+
+
+def test_every_rank_steps_with_rank_0s_budget_fraction(data_root, tmp_path, monkeypatch):
+    """Under max_minutes each rank's clock differs a little; the rate must come from the
+    fraction rank 0 broadcasts with its stop decision, or DDP replicas drift apart.
+    Here "rank 0" reports half the budget spent while this process's own count says
+    0, 1/3 and 2/3 of its 3 steps: the rate applied must be the broadcast one."""
+    import nmt.train as train_module
+    from nmt.train import Trainer
+
+    real = train_module.dist.broadcast
+
+    def rank0(value):
+        if isinstance(value, tuple) and len(value) == 2:  # (stop reason, budget used)
+            return value[0], 0.5
+        return real(value)
+
+    monkeypatch.setattr(train_module.dist, "broadcast", rank0)
+    cfg = tiny_config(data_root, tmp_path, "ranks", MODELS["bahdanau"], schedule="linear",
+                      max_steps=3, max_minutes=60.0, warmup=1, lr=0.01)
+    trainer = Trainer(cfg, quiet=True)
+    applied = []
+    step = trainer.train_step
+
+    def recording(batch, used=0.0):
+        loss = step(batch, used)
+        applied.append(trainer.optim.param_groups[0]["lr"])
+        return loss
+
+    trainer.train_step = recording
+    trainer.fit()
+    # this process alone would have used 0, 1/3, 2/3 of its 3 steps: 0.01, 0.0067, 0.0033
+    assert applied == [pytest.approx(0.005)] * 3
