@@ -107,6 +107,9 @@ class ModelConfig:
     score: str = registered("general", "scores")  # attention score: dot | general | concat | additive
     attention: str = one_of("global", "local-m", "local-p")  # luong: global | local-m | local-p
     window: int = positive(10)  # luong local: half-width D of the window
+    window_start: int = non_negative(0)  # luong local: train with a wider half-width that shrinks
+    #   linearly to D over window_steps steps (0 = D from the start, the paper; a curriculum)
+    window_steps: int = non_negative(0)
     input_feeding: bool = True  # luong: feed the attentional vector to the next step
     # Departures from the papers are options whose default is the paper's (docs/faithfulness.md).
     memory: str = one_of("states", "projected")  # luong: attend over the encoder's states as they are (paper) |
@@ -251,6 +254,10 @@ def _validate_luong(m: ModelConfig, where: str) -> None:
                        "are 2H wide with 'model.bidirectional' true: set bidirectional: false "
                        "(the paper's encoder) or memory: projected (a learned map: dot then has "
                        "the same function class as general)")
+    if m.window_start and (m.window_start <= m.window or not m.window_steps):
+        raise NMTError(f"{where}: 'model.window_start' ({m.window_start}) is the half-width the "
+                       f"window shrinks from: make it larger than 'model.window' ({m.window}) and "
+                       "set 'model.window_steps' > 0, or set window_start: 0 (the paper)")
     if m.decoder_init == "copy" and m.enc_layers != m.dec_layers:
         raise NMTError(f"{where}: 'model.decoder_init' copy needs 'model.enc_layers' "
                        f"({m.enc_layers}) == 'model.dec_layers' ({m.dec_layers}); "

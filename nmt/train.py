@@ -28,6 +28,7 @@ from nmt.errors import NMTError, one_line
 from nmt.evaluate import bleu_chrf
 from nmt.locks import run_lock
 from nmt.models import build_model
+from nmt.models.attention import LocalWindow
 from nmt.models.base import Seq2Seq
 from nmt.progress import TrainDisplay
 from nmt.rundir import RunDir
@@ -198,6 +199,9 @@ class Trainer:
         """One optimiser step; returns the per-token loss, or None if it was not finite.
         `used`: the fraction of the budget spent (schedule `linear`), the same on every rank."""
         self.model.train()
+        for module in self.model.modules():  # a local window's curriculum (model.window_start)
+            if isinstance(module, LocalWindow):
+                module.at_step(self.progress.step + 1)
         lr = self.schedule.lr(self.progress.step + 1, used)
         for group in self.optim.param_groups:
             group["lr"] = lr

@@ -220,3 +220,32 @@ def test_local_m_model_window_moves_one_position_per_step():
         support.append(attn[0, 0, 0].nonzero().flatten().tolist())
     # p_t = t, clamped to S - 1 = 4 (true length 5)
     assert support == [[0, 1], [0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4], [3, 4], [3, 4]]
+
+
+def test_window_curriculum_shrinks_to_D_and_never_reaches_eval():
+    """model.window_start: the training half-width goes linearly from `start` to D over
+    `steps` steps, sigma following it; eval mode (and a model no trainer steps) uses D."""
+    local = LocalWindow("local-p", 2, 2, "multiply", start=6, steps=4)
+    fill(local.W_p.weight, [[0, 0], [0, 0]])  # p_t = S / 2 = 4.5 for S = 9
+    args = (torch.zeros(1, 1, 2), torch.zeros(1, 1), _mask(9))
+    assert local.half_width == 2.0  # before any step: D
+    widths = []
+    for step in range(1, 7):
+        local.at_step(step)
+        widths.append(local.half_width)
+    assert widths == [5.0, 4.0, 3.0, 2.0, 2.0, 2.0]
+    local.at_step(1)  # half-width 5: every position of 0..8 is within 5 of 4.5
+    inside, bias = local(*args)
+    assert inside.all()
+    close(bias[0, 0, 0], -(4.5 ** 2) / (2 * 2.5 ** 2))  # sigma = 5 / 2
+    local.eval()  # evaluation: D = 2, sigma = 1
+    inside, bias = local(*args)
+    assert inside[0, 0].nonzero().flatten().tolist() == [3, 4, 5, 6]
+    close(bias[0, 0, 3], -(1.5 ** 2) / 2)
+
+
+def test_window_curriculum_off_by_default_keeps_D_while_training():
+    local = _uniform_local_p(2)
+    local.at_step(1)
+    inside, _ = local(torch.zeros(1, 1, 2), torch.zeros(1, 1), _mask(9))
+    assert local.half_width == 2.0 and inside[0, 0].nonzero().flatten().tolist() == [3, 4, 5, 6]

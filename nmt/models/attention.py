@@ -130,14 +130,29 @@ class LocalWindow(nn.Module):
     by exp(-(s - p_t)^2 / (2 sigma^2)), sigma = D / 2 (eq. 10). `gaussian`:
     "multiply" is the paper (not renormalised); "renormalise" adds the Gaussian as
     a log-bias before the window's softmax, so the weights sum to one.
+
+    `start`, `steps`: a curriculum (not in the paper). The trainer calls `at_step`, which
+    sets the training half-width (and sigma = half-width / 2) to `start` shrinking
+    linearly to `window` over the first `steps` steps; in eval mode, and in a model no
+    trainer steps (a loaded run, --adapt), the half-width is `window`.
     """
 
-    def __init__(self, kind: str, window: int, query_size: int, gaussian: str = "multiply"):
+    def __init__(self, kind: str, window: int, query_size: int, gaussian: str = "multiply",
+                 start: int = 0, steps: int = 0):
         super().__init__()
         self.kind, self.window, self.gaussian = kind, window, gaussian
+        self.start, self.steps = start, steps
+        self.half_width = float(window)  # the training half-width (at_step)
         if kind == "local-p":
             self.W_p = nn.Linear(query_size, query_size, bias=False)
             self.v_p = nn.Linear(query_size, 1, bias=False)
+
+    def at_step(self, step: int) -> None:
+        """The training half-width for optimiser step `step` (1-based)."""
+        if not self.start:
+            return
+        done = min(step / self.steps, 1.0)
+        self.half_width = self.start + (self.window - self.start) * done
 
     def centre(self, query: Tensor, step: Tensor, mask: Tensor) -> Tensor:
         """p_t (B, T) for query (B, T, H), step (B, T) target positions, mask (B, S)."""
@@ -152,10 +167,11 @@ class LocalWindow(nn.Module):
         centre = self.centre(query, step, mask)
         positions = torch.arange(mask.size(1), device=query.device, dtype=query.dtype)
         distance = positions.view(1, 1, -1) - centre.unsqueeze(-1)  # (B, T, S)
-        inside = (distance.abs() <= self.window) & mask.unsqueeze(1)
+        half_width = self.half_width if self.training else float(self.window)
+        inside = (distance.abs() <= half_width) & mask.unsqueeze(1)
         if self.kind == "local-m":
             return inside, torch.zeros_like(distance)
-        sigma = self.window / 2.0
+        sigma = half_width / 2.0
         return inside, -(distance ** 2) / (2 * sigma ** 2)
 
     def attend(self, scores: Tensor, values: Tensor, query: Tensor, step: Tensor, mask: Tensor
