@@ -124,6 +124,8 @@ class Trainer:
         self.device = dist.device()
         self.model = build_model(cfg.model, v.src_size, v.tgt_size, v.joint).to(self.device)
         self.ddp = dist.wrap(self.model)
+        # local windows with a curriculum (model.window_start), stepped in train_step
+        self.windows = [m for m in self.model.modules() if isinstance(m, LocalWindow) and m.start]
         self.optim = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr,
                                       betas=(0.9, 0.98), eps=1e-9,
                                       weight_decay=cfg.train.weight_decay)
@@ -199,9 +201,8 @@ class Trainer:
         """One optimiser step; returns the per-token loss, or None if it was not finite.
         `used`: the fraction of the budget spent (schedule `linear`), the same on every rank."""
         self.model.train()
-        for module in self.model.modules():  # a local window's curriculum (model.window_start)
-            if isinstance(module, LocalWindow):
-                module.at_step(self.progress.step + 1)
+        for window in self.windows:
+            window.at_step(self.progress.step + 1)
         lr = self.schedule.lr(self.progress.step + 1, used)
         for group in self.optim.param_groups:
             group["lr"] = lr

@@ -69,14 +69,12 @@ def test_every_family_learns_the_synthetic_corpus(name, data_root, tmp_path):
 
 def test_trainer_steps_the_local_window_curriculum(data_root, tmp_path):
     """model.window_start: the trainer sets the half-width of each step (30 -> 3 over 6
-    steps: 21 after step 2), and the run's model evaluates with D."""
+    steps: 21 after step 2)."""
     model = {**MODELS["luong_local_p"], "window_start": 30, "window_steps": 6}
     trainer = Trainer(tiny_config(data_root, tmp_path, "curriculum", model, max_steps=2),
                       quiet=True)
     trainer.fit()
     assert trainer.model.local.half_width == pytest.approx(21.0)
-    _, _, loaded, _ = load_run(tmp_path / "curriculum")
-    assert loaded.local.half_width == 3.0
 
 
 def _params(model) -> dict:
