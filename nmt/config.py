@@ -110,6 +110,8 @@ class ModelConfig:
     window_start: int = non_negative(0)  # luong local: train with a wider half-width that shrinks
     #   linearly to D over window_steps steps (0 = D from the start, the paper; a curriculum)
     window_steps: int = non_negative(0)
+    position_limit: float = non_negative(0.0)  # luong local-p: in training, add (|z| - limit)^2 per
+    #   step to the loss when p_t's logit z = v_p^T tanh(W_p h_t) passes +-limit (0 = off, the paper)
     input_feeding: bool = True  # luong: feed the attentional vector to the next step
     # Departures from the papers are options whose default is the paper's (docs/faithfulness.md).
     memory: str = one_of("states", "projected")  # luong: attend over the encoder's states as they are (paper) |
@@ -258,6 +260,10 @@ def _validate_luong(m: ModelConfig, where: str) -> None:
         raise NMTError(f"{where}: 'model.window_start' ({m.window_start}) is the half-width the "
                        f"window shrinks from: make it larger than 'model.window' ({m.window}) and "
                        "set 'model.window_steps' > 0, or set window_start: 0 (the paper)")
+    if m.position_limit and m.attention != "local-p":
+        raise NMTError(f"{where}: 'model.position_limit' bounds local-p's predicted position, "
+                       f"but 'model.attention' is {m.attention}: set attention: local-p or "
+                       "position_limit: 0")
     if m.decoder_init == "copy" and m.enc_layers != m.dec_layers:
         raise NMTError(f"{where}: 'model.decoder_init' copy needs 'model.enc_layers' "
                        f"({m.enc_layers}) == 'model.dec_layers' ({m.dec_layers}); "

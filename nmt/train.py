@@ -85,11 +85,14 @@ def load_data(cfg: Config) -> Data:
 
 def loss_fn(model: Seq2Seq, batch, smoothing: float) -> torch.Tensor:
     """Label-smoothed cross-entropy summed over real target tokens (padding excluded
-    before the output layer, so no time is spent on it)."""
+    before the output layer, so no time is spent on it), plus the model's auxiliary term
+    if it has one (local-p's model.position_limit)."""
     real = batch.tgt_out != PAD
     logits, _ = model(batch.src, batch.tgt_in, select=real)  # (N, V)
-    return F.cross_entropy(logits, batch.tgt_out[real], label_smoothing=smoothing,
+    loss = F.cross_entropy(logits, batch.tgt_out[real], label_smoothing=smoothing,
                            reduction="sum")
+    extra = getattr(model, "module", model).auxiliary_loss(real)  # DDP wraps the model
+    return loss if extra is None else loss + extra
 
 
 class StopRequest:

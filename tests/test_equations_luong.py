@@ -249,3 +249,27 @@ def test_window_curriculum_off_by_default_keeps_D_while_training():
     local.at_step(1)
     inside, _ = local(torch.zeros(1, 1, 2), torch.zeros(1, 1), _mask(9))
     assert local.half_width == 2.0 and inside[0, 0].nonzero().flatten().tolist() == [3, 4, 5, 6]
+
+
+def test_position_limit_penalises_only_logits_past_the_limit_at_real_positions():
+    """model.position_limit: in training, (|z| - limit)^2 for each p_t logit
+    z = v_p^T tanh(W_p h_t) beyond +-limit, summed over the real target positions."""
+    local = LocalWindow("local-p", 2, 2, "multiply", limit=1.0)
+    fill(local.W_p.weight, [[1, 0], [0, 1]])
+    fill(local.v_p.weight, [[4, 0]])  # z = 4 tanh(h_0)
+    h0 = [3.0, 0.1, -2.0]  # z = 3.980, 0.399, -3.856: past the limit, inside, past
+    query = torch.tensor([[[x, 0.0]] for x in h0]).transpose(0, 1)  # (B=1, T=3, 2)
+    local(query, torch.zeros(1, 3), _mask(9))
+    z = 4 * np.tanh(np.array(h0))
+    real = torch.tensor([[True, True, False]])  # the third step is padding
+    close(local.take_penalty(real), (abs(z[0]) - 1) ** 2)
+    assert local.take_penalty(real) is None  # taken: forgotten
+    local(query, torch.zeros(1, 3), _mask(9))
+    close(local.take_penalty(torch.ones(1, 3, dtype=torch.bool)),
+          (abs(z[0]) - 1) ** 2 + (abs(z[2]) - 1) ** 2)
+    local.eval()  # evaluation records nothing; nor does a window without a limit
+    local(query, torch.zeros(1, 3), _mask(9))
+    assert local.take_penalty(real) is None
+    plain = LocalWindow("local-p", 2, 2, "multiply")
+    plain(query, torch.zeros(1, 3), _mask(9))
+    assert plain.take_penalty(real) is None

@@ -151,14 +151,19 @@ def _config(**model):
 
 def test_departure_options_default_to_the_papers_and_are_validated():
     m = _config(family="bahdanau").model
-    assert (m.readout, m.memory, m.decoder_init, m.gaussian, m.window_start) == (
-        "maxout", "states", "copy", "multiply", 0)
+    assert (m.readout, m.memory, m.decoder_init, m.gaussian, m.window_start,
+            m.position_limit) == ("maxout", "states", "copy", "multiply", 0, 0.0)
     with pytest.raises(NMTError, match="model.window_start.*larger than 'model.window'"):
         _config(family="luong", attention="local-p", window=10, window_start=10,
                 window_steps=100)
     with pytest.raises(NMTError, match="model.window_steps"):
         _config(family="luong", attention="local-p", window=10, window_start=30)
     _config(family="luong", attention="local-p", window=10, window_start=30, window_steps=100)
+    with pytest.raises(NMTError, match="model.position_limit.*attention' is local-m"):
+        _config(family="luong", attention="local-m", position_limit=3.0)
+    with pytest.raises(NMTError, match="model.position_limit"):
+        _config(family="luong", attention="local-p", position_limit=-1.0)
+    _config(family="luong", attention="local-p", position_limit=3.0)
     with pytest.raises(NMTError, match="model.readout.*maxout, tanh"):
         _config(family="bahdanau", readout="relu")
     with pytest.raises(NMTError, match="model.gaussian.*multiply, renormalise"):

@@ -9,10 +9,12 @@ import pytest
 import torch
 
 from nmt.config import config_from_dict
+from nmt.data.batching import collate
 from nmt.data.corpora import SYNTH_PAIR
 from nmt.evaluate import bleu_chrf
 from nmt.rundir import load_run
-from nmt.train import Trainer
+from nmt.tokens import PAD
+from nmt.train import Trainer, loss_fn
 from nmt.translate import translate_ids
 
 MODELS = {
@@ -75,6 +77,27 @@ def test_trainer_steps_the_local_window_curriculum(data_root, tmp_path):
                       quiet=True)
     trainer.fit()
     assert trainer.model.local.half_width == pytest.approx(21.0)
+
+
+def test_training_loss_adds_the_position_limit_penalty(data_root, tmp_path):
+    """model.position_limit: loss_fn = cross-entropy + the sum of (|z| - limit)^2 over the
+    real target positions; with p_t's logits pushed far past the limit it is positive."""
+    model = {**MODELS["luong_local_p"], "position_limit": 1.0}
+    trainer = Trainer(tiny_config(data_root, tmp_path, "limit", model, max_steps=1), quiet=True)
+    local = trainer.model.local
+    with torch.no_grad():
+        local.v_p.weight.fill_(3.0)  # z = 3 * sum(tanh(W_p h_t)): mostly far past +-1
+    d = trainer.data
+    batch = collate(d.train_src[:8], d.train_tgt[:8])
+    trainer.model.train()
+    with_penalty = loss_fn(trainer.model, batch, 0.0)
+    real = batch.tgt_out != PAD
+    trainer.model(batch.src, batch.tgt_in, select=real)  # the same forward, penalty kept
+    penalty = local.take_penalty(real)
+    local.limit = 0.0
+    plain = loss_fn(trainer.model, batch, 0.0)
+    assert penalty > 0 and local.take_penalty(real) is None
+    assert with_penalty.item() == pytest.approx(plain.item() + penalty.item(), rel=1e-5)
 
 
 def _params(model) -> dict:

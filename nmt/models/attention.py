@@ -135,14 +135,19 @@ class LocalWindow(nn.Module):
     sets the training half-width (and sigma = half-width / 2) to `start` shrinking
     linearly to `window` over the first `steps` steps; in eval mode, and in a model no
     trainer steps (a loaded run, --adapt), the half-width is `window`.
+
+    `limit` (not in the paper): in training, record (|z| - limit)^2 for each logit
+    z = v_p^T tanh(W_p h_t) beyond +-limit; the training loss adds their sum over the real
+    target positions (`take_penalty`), which keeps p_t out of the sigmoid's flat tails.
     """
 
     def __init__(self, kind: str, window: int, query_size: int, gaussian: str = "multiply",
-                 start: int = 0, steps: int = 0):
+                 start: int = 0, steps: int = 0, limit: float = 0.0):
         super().__init__()
         self.kind, self.window, self.gaussian = kind, window, gaussian
-        self.start, self.steps = start, steps
+        self.start, self.steps, self.limit = start, steps, limit
         self.half_width = float(window)  # the training half-width (at_step)
+        self.excess: list[Tensor] = []  # (|z| - limit)^2, (B, T) per call, since take_penalty
         if kind == "local-p":
             self.W_p = nn.Linear(query_size, query_size, bias=False)
             self.v_p = nn.Linear(query_size, 1, bias=False)
@@ -159,7 +164,18 @@ class LocalWindow(nn.Module):
         length = mask.sum(-1, keepdim=True).to(query.dtype)  # S: (B, 1)
         if self.kind == "local-m":
             return torch.minimum(step.to(query.dtype), length - 1)
-        return length * torch.sigmoid(self.v_p(torch.tanh(self.W_p(query))).squeeze(-1))
+        logit = self.v_p(torch.tanh(self.W_p(query))).squeeze(-1)  # z: (B, T)
+        if self.limit and self.training:
+            self.excess.append(torch.relu(logit.abs() - self.limit).pow(2))
+        return length * torch.sigmoid(logit)
+
+    def take_penalty(self, real: Tensor) -> Tensor | None:
+        """Sum of the (|z| - limit)^2 recorded since the last call over the positions where
+        `real` (B, T) is True (None if nothing was recorded); forgets them."""
+        if not self.excess:
+            return None
+        excess, self.excess = torch.cat(self.excess, dim=1), []
+        return excess[real].sum()
 
     def forward(self, query: Tensor, step: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """The window mask (B, T, S) and the log-Gaussian -(s - p_t)^2 / (2 sigma^2)

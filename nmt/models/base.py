@@ -71,6 +71,11 @@ class Seq2Seq(nn.Module):
     def logits(self, features: Tensor) -> Tensor:
         return self.out(features)
 
+    def auxiliary_loss(self, real: Tensor) -> Tensor | None:
+        """A term the training loss adds, summed over the real target positions `real`
+        (B, T), from the forward pass just run; None for the papers' models."""
+        return None
+
     @torch.no_grad()
     def step(self, prev: Tensor, state: State, enc: State) -> tuple[Tensor, State, Tensor | None]:
         """One decoder step: prev (B,) token ids -> log-probs (B, V), state, attention."""

@@ -209,7 +209,8 @@ class Luong(_RNNModel):
         mem = H if projected else enc_out  # size of h_s as the score and context see it
         self.score = SCORERS[cfg.score](H, mem, H)
         self.local = (LocalWindow(cfg.attention, cfg.window, H, cfg.gaussian,
-                                  cfg.window_start, cfg.window_steps)
+                                  cfg.window_start, cfg.window_steps,
+                                  cfg.position_limit)
                       if cfg.attention != "global" else None)
         self.W_c = nn.Linear(mem + H, H, bias=False)
 
@@ -233,6 +234,10 @@ class Luong(_RNNModel):
         if self.cfg.input_feeding:
             state["feed"] = enc["states"].new_zeros(batch, self.cfg.hidden_size)
         return state
+
+    def auxiliary_loss(self, real: Tensor) -> Tensor | None:
+        """local-p with model.position_limit: the penalty on p_t's saturated logits."""
+        return self.local.take_penalty(real) if self.local is not None else None
 
     def step_features(self, prev: Tensor, state: State, enc: State):
         emb = self.drop(self.tgt_embed(prev))
