@@ -81,7 +81,8 @@ def test_trainer_steps_the_local_window_curriculum(data_root, tmp_path):
 
 def test_training_loss_adds_the_position_limit_penalty(data_root, tmp_path):
     """model.position_limit: loss_fn = cross-entropy + the sum of (|z| - limit)^2 over the
-    real target positions; with p_t's logits pushed far past the limit it is positive."""
+    real target positions of the pass just run; with p_t's logits pushed far past the limit
+    it is positive."""
     model = {**MODELS["luong_local_p"], "position_limit": 1.0}
     trainer = Trainer(tiny_config(data_root, tmp_path, "limit", model, max_steps=1), quiet=True)
     local = trainer.model.local
@@ -90,6 +91,8 @@ def test_training_loss_adds_the_position_limit_penalty(data_root, tmp_path):
     d = trainer.data
     batch = collate(d.train_src[:8], d.train_tgt[:8])
     trainer.model.train()
+    stale = collate(d.train_src[8:12], d.train_tgt[8:12])
+    trainer.model(stale.src, stale.tgt_in)  # a forward with no loss: not counted below
     with_penalty = loss_fn(trainer.model, batch, 0.0)
     real = batch.tgt_out != PAD
     trainer.model(batch.src, batch.tgt_in, select=real)  # the same forward, penalty kept
