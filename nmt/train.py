@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from nmt import distributed as dist
 from nmt.checkpoint import check_vocab, load_checkpoint, save_checkpoint
 from nmt.config import Config, config_to_dict, save_config
-from nmt.data.batching import filter_long, iterate_batches, token_batches
+from nmt.data.batching import filter_long, iterate_batches, join_pairs, token_batches
 from nmt.data.corpora import load_split
 from nmt.data.subwords import Vocab, encode_split, prepare_vocab
 from nmt.errors import NMTError, one_line
@@ -62,6 +62,8 @@ class Data:
     valid_src: list
     valid_refs: list[str]
     valid_tgt: list
+    pairs: int  # the corpus's training pairs, and those kept by data.max_len (before
+    kept: int  # data.concat joins them into train_src/train_tgt)
 
 
 def load_data(cfg: Config) -> Data:
@@ -80,7 +82,11 @@ def load_data(cfg: Config) -> Data:
     v_src, v_tgt = encode_split(cfg, vocab_dir, cfg.data.valid)
     _, refs = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, cfg.data.valid)
     n = cfg.train.valid_sentences or len(v_src)
-    return Data(vocab, src, tgt, keep, v_src[:n], refs[:n], v_tgt[:n])
+    pairs, kept = len(src), len(keep)
+    if cfg.data.concat > 1:
+        src, tgt = join_pairs(src, tgt, keep, cfg.data.concat, cfg.train.seed)
+        keep = list(range(len(src)))
+    return Data(vocab, src, tgt, keep, v_src[:n], refs[:n], v_tgt[:n], pairs, kept)
 
 
 def loss_fn(model: Seq2Seq, batch, smoothing: float) -> torch.Tensor:
@@ -259,13 +265,16 @@ class Trainer:
 
     def fit(self) -> Progress:
         d, c = self.data, self.cfg
-        record = {"kind": "data", "pairs": len(d.train_src), "kept": len(d.train_idx),
+        record = {"kind": "data", "pairs": d.pairs, "kept": d.kept,
+                  "examples": len(d.train_idx),
                   "src_vocab": d.vocab.src_size, "tgt_vocab": d.vocab.tgt_size}
         self.log(record)
         dropped = record["pairs"] - record["kept"]
         self.say(f"data: {record['kept']:,} of {record['pairs']:,} training pairs"
                  + (f" ({dropped:,} empty or longer than data.max_len={c.data.max_len} "
                     "subwords, left out)" if dropped else "")
+                 + (f", joined into {record['examples']:,} examples of 1 to "
+                    f"{c.data.concat} pairs (data.concat)" if c.data.concat > 1 else "")
                  + f"; vocabulary {d.vocab.src_size:,}/{d.vocab.tgt_size:,} pieces "
                  f"(vocab.size={c.vocab.size})")
         with StopRequest() as stop, self.display:

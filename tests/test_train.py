@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
-from nmt.config import config_from_dict
-from nmt.data.batching import collate
+from nmt.config import config_from_dict, config_to_dict
+from nmt.data.batching import collate, join_pairs
 from nmt.data.corpora import SYNTH_PAIR
 from nmt.evaluate import bleu_chrf
 from nmt.rundir import load_run
@@ -152,3 +153,34 @@ def test_training_reports_the_pairs_it_leaves_out(data_root, tmp_path, capsys):
     out = capsys.readouterr().err
     assert f"data: {kept:,} of {pairs:,} training pairs ({pairs - kept:,} empty or " \
            "longer than data.max_len=12 subwords, left out)" in out
+
+
+def test_join_pairs_uses_every_pair_once_and_keeps_one_eos():
+    """data.concat: runs of 1..k pairs joined end to end; the inner sources lose their EOS
+    (the encoder sees one sentence), the targets are joined as they are."""
+    eos = 3
+    src = [np.array([10 + i, 20 + i, eos], np.int32) for i in range(30)]
+    tgt = [np.array([100 + i], np.int32) for i in range(30)]
+    keep = [i for i in range(30) if i != 7]
+    joined_src, joined_tgt = join_pairs(src, tgt, keep, 3, seed=5)
+    sizes = [len(t) for t in joined_tgt]
+    assert sum(sizes) == len(keep) and max(sizes) <= 3 and len(set(sizes)) > 1
+    assert sorted(int(x) for t in joined_tgt for x in t) == [100 + i for i in keep]
+    for s, t in zip(joined_src, joined_tgt):
+        assert list(s) == [x for i in (int(v) - 100 for v in t) for x in (10 + i, 20 + i)] + [eos]
+    assert [list(t) for t in join_pairs(src, tgt, keep, 3, seed=5)[1]] == \
+        [list(t) for t in joined_tgt]
+    assert [len(t) for t in join_pairs(src, tgt, keep, 1, seed=5)[1]] == [1] * len(keep)
+
+
+def test_training_on_joined_pairs_reports_the_examples(data_root, tmp_path, capsys):
+    cfg = tiny_config(data_root, tmp_path, "joined", MODELS["bahdanau"], max_steps=1)
+    cfg = config_from_dict(config_to_dict(cfg), overrides=["data.concat=3"])
+    trainer = Trainer(cfg)
+    trainer.fit()
+    record = next(r for r in trainer.run.read_metrics() if r["kind"] == "data")
+    assert record["kept"] < record["pairs"]
+    assert record["kept"] / 3 <= record["examples"] < record["kept"] * 0.75
+    assert max(len(s) for s in trainer.data.train_src) > 13
+    assert f"joined into {record['examples']:,} examples of 1 to 3 pairs (data.concat)" in \
+        capsys.readouterr().err

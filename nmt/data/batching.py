@@ -50,6 +50,23 @@ def filter_long(src: list[np.ndarray], tgt: list[np.ndarray], max_len: int) -> l
             if 1 < len(s) <= max_len + 1 and 0 < len(t) <= max_len]
 
 
+def join_pairs(src: list[np.ndarray], tgt: list[np.ndarray], indices: list[int], most: int,
+               seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Longer training examples: the pairs at `indices`, shuffled, cut into runs of 1..`most`
+    (sizes drawn uniformly), each run joined into one pair. Every pair is used once; only
+    the last source of a run keeps its EOS, so a joined source reads as one sentence."""
+    order = list(indices)
+    rng = random.Random(seed)
+    rng.shuffle(order)
+    joined_src, joined_tgt, start = [], [], 0
+    while start < len(order):
+        run = order[start:start + rng.randint(1, most)]
+        start += len(run)
+        joined_src.append(np.concatenate([src[i][:-1] for i in run[:-1]] + [src[run[-1]]]))
+        joined_tgt.append(np.concatenate([tgt[i] for i in run]))
+    return joined_src, joined_tgt
+
+
 def token_batches(lengths: list[tuple[int, int]], batch_tokens: int, seed: int | None,
                   indices: list[int] | None = None) -> list[list[int]]:
     """Group indices into batches whose padded size (B * max len) stays under the budget.
