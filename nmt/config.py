@@ -81,8 +81,9 @@ class DataConfig:
     valid: str = "val"
     test: str = "test"
     max_len: int = positive(100)  # training pairs longer than this (subwords) are dropped
-    # training examples join 1..concat consecutive pairs (sizes drawn uniformly, fixed by
-    # train.seed; Kondo et al. 2021): longer inputs than the corpus's own. 1: the pairs as they are
+    # training examples join runs of 1..concat shuffled pairs (sizes drawn uniformly, fixed by
+    # train.seed; Kondo et al. 2021), after max_len filters the pairs one by one: longer
+    # inputs than the corpus's own. 1: the pairs as they are
     concat: int = positive(1)
 
 
