@@ -116,6 +116,8 @@ class ModelConfig:
     window_steps: int = non_negative(0)
     position_limit: float = non_negative(0.0)  # luong local-p: in training, add (|z| - limit)^2 per
     #   step to the loss when p_t's logit z = v_p^T tanh(W_p h_t) passes +-limit (0 = off, the paper)
+    position_lr: float = positive(1.0)  # luong local-p: the learning rate of p_t's W_p and v_p as a
+    #   multiple of train.lr (1 = the same rate, as in the paper)
     input_feeding: bool = True  # luong: feed the attentional vector to the next step
     # Departures from the papers are options whose default is the paper's (docs/faithfulness.md).
     memory: str = one_of("states", "projected")  # luong: attend over the encoder's states as they are (paper) |
@@ -268,6 +270,10 @@ def _validate_luong(m: ModelConfig, where: str) -> None:
         raise NMTError(f"{where}: 'model.position_limit' bounds local-p's predicted position, "
                        f"but 'model.attention' is {m.attention}: set attention: local-p or "
                        "position_limit: 0")
+    if m.position_lr != 1.0 and m.attention != "local-p":
+        raise NMTError(f"{where}: 'model.position_lr' scales the learning rate of local-p's "
+                       f"predicted position, but 'model.attention' is {m.attention}: set "
+                       "attention: local-p or position_lr: 1")
     if m.decoder_init == "copy" and m.enc_layers != m.dec_layers:
         raise NMTError(f"{where}: 'model.decoder_init' copy needs 'model.enc_layers' "
                        f"({m.enc_layers}) == 'model.dec_layers' ({m.dec_layers}); "

@@ -66,6 +66,19 @@ class Data:
     kept: int  # data.concat joins them into train_src/train_tgt)
 
 
+def _param_groups(model: torch.nn.Module, cfg) -> list[dict]:
+    """Adam's parameter groups: local-p's position predictor (W_p, v_p) at `position_lr`
+    times the rate when that is not 1, everything else at the rate ("scale": 1)."""
+    windows = [m for m in model.modules() if isinstance(m, LocalWindow) and m.kind == "local-p"]
+    slow = {id(p) for m in windows for p in m.parameters()} if cfg.position_lr != 1.0 else set()
+    rest = [p for p in model.parameters() if id(p) not in slow]
+    groups = [{"params": rest, "scale": 1.0}]
+    if slow:
+        groups.append({"params": [p for p in model.parameters() if id(p) in slow],
+                       "scale": cfg.position_lr})
+    return groups
+
+
 def load_data(cfg: Config) -> Data:
     """Vocabulary and encoded splits; rank 0 builds the caches, the other ranks reuse them."""
     if dist.is_main():
@@ -135,7 +148,7 @@ class Trainer:
         self.ddp = dist.wrap(self.model)
         # local windows with a curriculum (model.window_start), stepped in train_step
         self.windows = [m for m in self.model.modules() if isinstance(m, LocalWindow) and m.start]
-        self.optim = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr,
+        self.optim = torch.optim.Adam(_param_groups(self.model, cfg.model), lr=cfg.train.lr,
                                       betas=(0.9, 0.98), eps=1e-9,
                                       weight_decay=cfg.train.weight_decay)
         self.schedule, self.progress = Schedule(cfg.train), Progress()
@@ -214,7 +227,7 @@ class Trainer:
             window.at_step(self.progress.step + 1)
         lr = self.schedule.lr(self.progress.step + 1, used)
         for group in self.optim.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("scale", 1.0)
         n_tokens = dist.all_sum(batch.n_tokens)
         with dist.autocast(self.device):
             loss = loss_fn(self.ddp, batch.to(self.device), self.cfg.train.label_smoothing)

@@ -164,6 +164,12 @@ def test_departure_options_default_to_the_papers_and_are_validated():
     with pytest.raises(NMTError, match="model.position_limit"):
         _config(family="luong", attention="local-p", position_limit=-1.0)
     _config(family="luong", attention="local-p", position_limit=3.0)
+    assert m.position_lr == 1.0
+    with pytest.raises(NMTError, match="model.position_lr.*attention' is global"):
+        _config(family="luong", attention="global", position_lr=0.1)
+    with pytest.raises(NMTError, match="model.position_lr"):
+        _config(family="luong", attention="local-p", position_lr=0.0)
+    _config(family="luong", attention="local-p", position_lr=0.1)
     with pytest.raises(NMTError, match="model.readout.*maxout, tanh"):
         _config(family="bahdanau", readout="relu")
     with pytest.raises(NMTError, match="model.gaussian.*multiply, renormalise"):

@@ -104,6 +104,25 @@ def test_training_loss_adds_the_position_limit_penalty(data_root, tmp_path):
     assert with_penalty.item() == pytest.approx(plain.item() + penalty.item(), rel=1e-5)
 
 
+def test_position_lr_scales_the_step_of_p_t_predictor_only(data_root, tmp_path):
+    """model.position_lr: Adam's first step moves each weight by about its group's rate,
+    so W_p and v_p move a tenth as far as the rest at position_lr 0.1 and as far at 1."""
+    def first_step(scale: float) -> tuple[float, float]:
+        model = {**MODELS["luong_local_p"], "position_lr": scale}
+        trainer = Trainer(tiny_config(data_root, tmp_path, f"plr{scale}", model, max_steps=1,
+                                      clip=0.0), quiet=True)
+        before = _params(trainer.model)
+        trainer.fit()
+        after = trainer.model.state_dict()
+        moved = {k: (after[k] - before[k]).abs().max().item() for k in before}
+        return moved["local.v_p.weight"], moved["score.W_a.weight"]
+
+    slow, rest = first_step(0.1)
+    assert slow == pytest.approx(0.1 * rest, rel=0.05)
+    same, rest = first_step(1.0)
+    assert same == pytest.approx(rest, rel=0.05)
+
+
 def _params(model) -> dict:
     return {k: v.clone() for k, v in model.state_dict().items()}
 
