@@ -146,8 +146,8 @@ class Trainer:
         self.device = dist.device()
         self.model = build_model(cfg.model, v.src_size, v.tgt_size, v.joint).to(self.device)
         self.ddp = dist.wrap(self.model)
-        # local windows with a curriculum (model.window_start), stepped in train_step
-        self.windows = [m for m in self.model.modules() if isinstance(m, LocalWindow) and m.start]
+        self.windows = [m for m in self.model.modules()  # curricula, stepped in train_step
+                        if isinstance(m, LocalWindow) and (m.start or m.renormalise_steps)]
         self.optim = torch.optim.Adam(_param_groups(self.model, cfg.model), lr=cfg.train.lr,
                                       betas=(0.9, 0.98), eps=1e-9,
                                       weight_decay=cfg.train.weight_decay)

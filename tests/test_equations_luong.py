@@ -251,6 +251,29 @@ def test_window_curriculum_off_by_default_keeps_D_while_training():
     assert local.half_width == 2.0 and inside[0, 0].nonzero().flatten().tolist() == [3, 4, 5, 6]
 
 
+def test_renormalise_steps_renormalise_the_gaussian_early_in_training_only():
+    """model.renormalise_steps: for the first N training steps the window's weights are
+    softmax(score - d^2 / (2 sigma^2)) (they sum to one); afterwards, and in eval mode from
+    the start, the paper's softmax(score) * exp(-d^2 / (2 sigma^2))."""
+    local = LocalWindow("local-p", 2, 2, "multiply", renormalise_steps=3)
+    fill(local.W_p.weight, [[0, 0], [0, 0]])  # p_t = S / 2 = 4.5 for S = 9
+    scores, values = torch.zeros(1, 1, 9), torch.eye(9).unsqueeze(0)
+    args = (scores, values, torch.zeros(1, 1, 2), torch.zeros(1, 1), _mask(9))
+    d = np.array([1.5, 0.5, 0.5, 1.5])  # positions 3..6, sigma = 1
+    gauss = np.exp(-d ** 2 / 2)
+    renormalised, multiplied = gauss / gauss.sum(), gauss / 4
+    local.at_step(3)
+    _, weights = local.attend(*args)
+    close(weights[0, 0, 3:7], renormalised)
+    local.at_step(4)
+    _, weights = local.attend(*args)
+    close(weights[0, 0, 3:7], multiplied)
+    local.at_step(1)
+    local.eval()
+    _, weights = local.attend(*args)
+    close(weights[0, 0, 3:7], multiplied)
+
+
 def test_position_limit_penalises_only_logits_past_the_limit_at_real_positions():
     """model.position_limit: in training, (|z| - limit)^2 for each p_t logit
     z = v_p^T tanh(W_p h_t) beyond +-limit, summed over the real target positions."""

@@ -80,6 +80,17 @@ def test_trainer_steps_the_local_window_curriculum(data_root, tmp_path):
     assert trainer.model.local.half_width == pytest.approx(21.0)
 
 
+def test_trainer_steps_the_renormalised_gaussian_curriculum(data_root, tmp_path):
+    """model.renormalise_steps: the trainer marks the window renormalising while its step
+    is at most N (2 steps of N = 2: still on; a third step: off)."""
+    model = {**MODELS["luong_local_p"], "renormalise_steps": 2}
+    trainer = Trainer(tiny_config(data_root, tmp_path, "renorm", model, max_steps=2), quiet=True)
+    trainer.fit()
+    assert trainer.model.local.renormalising
+    trainer.model.local.at_step(trainer.progress.step + 1)
+    assert not trainer.model.local.renormalising
+
+
 def test_training_loss_adds_the_position_limit_penalty(data_root, tmp_path):
     """model.position_limit: loss_fn = cross-entropy + the sum of (|z| - limit)^2 over the
     real target positions of the pass just run; with p_t's logits pushed far past the limit

@@ -136,16 +136,22 @@ class LocalWindow(nn.Module):
     linearly to `window` over the first `steps` steps; in eval mode, and in a model no
     trainer steps (a loaded run, --adapt), the half-width is `window`.
 
+    `renormalise_steps` (not in the paper): in training, use "renormalise" for the first
+    that many optimiser steps (`at_step`), then `gaussian`; evaluation always uses `gaussian`.
+
     `limit` (not in the paper): in training, record (|z| - limit)^2 for each logit
     z = v_p^T tanh(W_p h_t) beyond +-limit; the training loss adds their sum over the real
     target positions (`take_penalty`), which keeps p_t out of the sigmoid's flat tails.
     """
 
     def __init__(self, kind: str, window: int, query_size: int, gaussian: str = "multiply",
-                 start: int = 0, steps: int = 0, limit: float = 0.0):
+                 start: int = 0, steps: int = 0, limit: float = 0.0,
+                 renormalise_steps: int = 0):
         super().__init__()
         self.kind, self.window, self.gaussian = kind, window, gaussian
         self.start, self.steps, self.limit = start, steps, limit
+        self.renormalise_steps = renormalise_steps
+        self.renormalising = False  # set by at_step while step <= renormalise_steps
         self.half_width = float(window)  # the training half-width (at_step)
         self.excess: list[Tensor] = []  # (|z| - limit)^2, (B, T) per call, since take_penalty
         if kind == "local-p":
@@ -153,7 +159,8 @@ class LocalWindow(nn.Module):
             self.v_p = nn.Linear(query_size, 1, bias=False)
 
     def at_step(self, step: int) -> None:
-        """The training half-width for optimiser step `step` (1-based)."""
+        """The training half-width and Gaussian for optimiser step `step` (1-based)."""
+        self.renormalising = step <= self.renormalise_steps
         if not self.start:
             return
         done = min(step / self.steps, 1.0)
@@ -194,7 +201,8 @@ class LocalWindow(nn.Module):
                ) -> tuple[Tensor, Tensor]:
         """scores (B, T, S), values (B, S, D) -> context (B, T, D), weights a_t (B, T, S)."""
         inside, log_gauss = self(query, step, mask)
-        if self.kind == "local-m" or self.gaussian == "renormalise":
+        renormalise = self.gaussian == "renormalise" or (self.training and self.renormalising)
+        if self.kind == "local-m" or renormalise:
             return attend(scores + log_gauss, values, inside)
         weights = masked_softmax(scores, inside) * torch.exp(log_gauss)  # eq. 10
         if _OVERRIDES:

@@ -210,7 +210,7 @@ class Luong(_RNNModel):
         self.score = SCORERS[cfg.score](H, mem, H)
         self.local = (LocalWindow(cfg.attention, cfg.window, H, cfg.gaussian,
                                   cfg.window_start, cfg.window_steps,
-                                  cfg.position_limit)
+                                  cfg.position_limit, cfg.renormalise_steps)
                       if cfg.attention != "global" else None)
         self.W_c = nn.Linear(mem + H, H, bias=False)
 
