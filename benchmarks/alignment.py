@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLD_DIR = ROOT.parent / "shared" / "corpora" / "alignment-gold" / "en-fr"
-SYNTH_FAMILIES = ("bahdanau", "luong_general", "luong_local_p", "transformer")  # converged/
+SYNTH_FAMILIES = ("bahdanau", "luong_general", "luong_local_m", "luong_local_p", "transformer")  # converged/
 HANSARDS_FAMILIES = ("bahdanau", "luong_general", "luong_local_m", "luong_local_p", "transformer")
 ADAPT_HANSARDS = 300  # out-of-domain text needs more steps (README "Adapting")
 
