@@ -67,16 +67,14 @@ class Data:
 
 
 def _param_groups(model: torch.nn.Module, cfg) -> list[dict]:
-    """Adam's parameter groups: local-p's position predictor (W_p, v_p) at `position_lr`
-    times the rate when that is not 1, everything else at the rate ("scale": 1)."""
-    windows = [m for m in model.modules() if isinstance(m, LocalWindow) and m.kind == "local-p"]
-    slow = {id(p) for m in windows for p in m.parameters()} if cfg.position_lr != 1.0 else set()
-    rest = [p for p in model.parameters() if id(p) not in slow]
-    groups = [{"params": rest, "scale": 1.0}]
-    if slow:
-        groups.append({"params": [p for p in model.parameters() if id(p) in slow],
-                       "scale": cfg.position_lr})
-    return groups
+    """Adam's parameter groups, each with its multiple of the rate ("scale"): local-p's
+    position predictor (W_p, v_p) at `position_lr` when that is not 1, the rest at 1."""
+    slow = [p for m in model.modules() if isinstance(m, LocalWindow) for p in m.parameters()]
+    if cfg.position_lr == 1.0 or not slow:
+        return [{"params": list(model.parameters()), "scale": 1.0}]
+    ids = {id(p) for p in slow}
+    return [{"params": [p for p in model.parameters() if id(p) not in ids], "scale": 1.0},
+            {"params": slow, "scale": cfg.position_lr}]
 
 
 def load_data(cfg: Config) -> Data:
