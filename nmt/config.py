@@ -118,6 +118,9 @@ class ModelConfig:
     #   step to the loss when p_t's logit z = v_p^T tanh(W_p h_t) passes +-limit (0 = off, the paper)
     renormalise_steps: int = non_negative(0)  # luong local-p: in training, the Gaussian as a
     #   renormalised log-bias for the first N steps, then multiplied in (0 = off, the paper)
+    position_guide: float = non_negative(0.0)  # luong local-p: in training, add guide * the
+    #   squared distance (in sigmas) from p_t to where the scores over the whole source point
+    #   (0 = off, the paper)
     position_lr: float = positive(1.0)  # luong local-p: the learning rate of p_t's W_p and v_p as a
     #   multiple of train.lr (1 = the same rate, as in the paper)
     input_feeding: bool = True  # luong: feed the attentional vector to the next step
@@ -277,6 +280,10 @@ def _validate_luong(m: ModelConfig, where: str) -> None:
                        f"Gaussian early in training, but 'model.attention' is {m.attention} and "
                        f"'model.gaussian' is {m.gaussian}: set attention: local-p and gaussian: "
                        "multiply, or renormalise_steps: 0")
+    if m.position_guide and m.attention != "local-p":
+        raise NMTError(f"{where}: 'model.position_guide' guides local-p's predicted position, "
+                       f"but 'model.attention' is {m.attention}: set attention: local-p or "
+                       "position_guide: 0")
     if m.position_lr != 1.0 and m.attention != "local-p":
         raise NMTError(f"{where}: 'model.position_lr' scales the learning rate of local-p's "
                        f"predicted position, but 'model.attention' is {m.attention}: set "

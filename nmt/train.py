@@ -103,7 +103,7 @@ def load_data(cfg: Config) -> Data:
 def loss_fn(model: Seq2Seq, batch, smoothing: float) -> torch.Tensor:
     """Label-smoothed cross-entropy summed over real target tokens (padding excluded
     before the output layer, so no time is spent on it), plus the model's auxiliary term
-    if it has one (local-p's model.position_limit)."""
+    if it has one (local-p's model.position_limit and model.position_guide)."""
     real = batch.tgt_out != PAD
     logits, _ = model(batch.src, batch.tgt_in, select=real)  # (N, V)
     loss = F.cross_entropy(logits, batch.tgt_out[real], label_smoothing=smoothing,

@@ -296,3 +296,39 @@ def test_position_limit_penalises_only_logits_past_the_limit_at_real_positions()
     plain = LocalWindow("local-p", 2, 2, "multiply")
     plain(query, torch.zeros(1, 3), _mask(9))
     assert plain.take_penalty(real) is None
+
+
+def test_position_guide_pulls_p_t_toward_the_whole_source_scores_only_in_training():
+    """model.position_guide: in training, guide * sum_s q_s (s - p_t)^2 / (2 sigma^2) per
+    real target position, q the softmax of the detached scores over the whole source
+    (padding excluded, the window ignored); its gradient moves p_t toward q's mean."""
+    local = LocalWindow("local-p", 2, 2, "multiply", guide=0.5)
+    fill(local.W_p.weight, [[1, 0], [0, 1]])
+    fill(local.v_p.weight, [[1, 0]])  # z = tanh(h_0): p_t = 6 sigmoid(z)
+    query = torch.tensor([[[0.0, 0.0], [1.0, 0.0]]], requires_grad=True)  # p_t = 3, 4.39
+    scores = torch.tensor([[[4.0, 0, 0, 0, 0, 0, 9, 9, 9],  # position 0: outside [1, 5]
+                            [0.0, 0, 0, 0, 0, 2, 9, 9, 9]]], requires_grad=True)
+    values = torch.randn(1, 9, 3)
+    local.attend(scores, values, query, torch.zeros(1, 2), _mask(6))
+    p = 6 * sigmoid(np.array([0.0, math.tanh(1.0)]))
+    q = [softmax(np.array(row[:6])) for row in ([4.0, 0, 0, 0, 0, 0], [0.0] * 5 + [2.0])]
+    terms = [0.5 * sum(q[t][s] * (s - p[t]) ** 2 / 2 for s in range(6)) for t in range(2)]
+    penalty = local.take_penalty(torch.tensor([[True, False]]))  # the second is padding
+    close(penalty, terms[0])
+    local.attend(scores, values, query, torch.zeros(1, 2), _mask(6))
+    local.take_penalty(torch.ones(1, 2, dtype=torch.bool)).backward()
+    assert scores.grad is None  # the scores are the target, not trained by it
+    mean = [sum(s * q[t][s] for s in range(6)) for t in range(2)]
+    assert mean[1] < p[1]  # q's mean lies before p_t, so descent lowers z: grad > 0
+    assert query.grad[0, 1, 0] > 0
+    wide = LocalWindow("local-p", 2, 2, "multiply", start=6, steps=4, guide=0.5)
+    wide.load_state_dict(local.state_dict())
+    wide.at_step(1)  # a curriculum's wider window (5): the guide uses its sigma, 2.5
+    wide.attend(scores, values, query, torch.zeros(1, 2), _mask(6))
+    close(wide.take_penalty(torch.tensor([[True, False]])), terms[0] / 2.5 ** 2)
+    local.eval()  # evaluation records nothing; nor does a window without a guide
+    local.attend(scores, values, query, torch.zeros(1, 2), _mask(6))
+    assert local.take_penalty(torch.ones(1, 2, dtype=torch.bool)) is None
+    plain = LocalWindow("local-p", 2, 2, "multiply")
+    plain.attend(scores, values, query, torch.zeros(1, 2), _mask(6))
+    assert plain.take_penalty(torch.ones(1, 2, dtype=torch.bool)) is None

@@ -164,7 +164,12 @@ def test_departure_options_default_to_the_papers_and_are_validated():
     with pytest.raises(NMTError, match="model.position_limit"):
         _config(family="luong", attention="local-p", position_limit=-1.0)
     _config(family="luong", attention="local-p", position_limit=3.0)
-    assert m.position_lr == 1.0 and m.renormalise_steps == 0
+    assert m.position_lr == 1.0 and m.renormalise_steps == 0 and m.position_guide == 0.0
+    with pytest.raises(NMTError, match="model.position_guide.*attention' is global"):
+        _config(family="luong", attention="global", position_guide=1.0)
+    with pytest.raises(NMTError, match="model.position_guide"):
+        _config(family="luong", attention="local-p", position_guide=-1.0)
+    _config(family="luong", attention="local-p", position_guide=1.0)
     with pytest.raises(NMTError, match="model.renormalise_steps.*gaussian' is renormalise"):
         _config(family="luong", attention="local-p", gaussian="renormalise",
                 renormalise_steps=100)

@@ -91,12 +91,13 @@ def test_trainer_steps_the_renormalised_gaussian_curriculum(data_root, tmp_path)
     assert not trainer.model.local.renormalising
 
 
-def test_training_loss_adds_the_position_limit_penalty(data_root, tmp_path):
-    """model.position_limit: loss_fn = cross-entropy + the sum of (|z| - limit)^2 over the
-    real target positions of the pass just run; with p_t's logits pushed far past the limit
-    it is positive."""
-    model = {**MODELS["luong_local_p"], "position_limit": 1.0}
-    trainer = Trainer(tiny_config(data_root, tmp_path, "limit", model, max_steps=1), quiet=True)
+@pytest.mark.parametrize("key, attr", [("position_limit", "limit"), ("position_guide", "guide")])
+def test_training_loss_adds_the_position_predictors_terms(data_root, tmp_path, key, attr):
+    """model.position_limit / position_guide: loss_fn = cross-entropy + the sum of the term
+    over the real target positions of the pass just run ((|z| - limit)^2 with p_t's logits
+    pushed far past the limit; the guide's squared distance to the scores), positive."""
+    model = {**MODELS["luong_local_p"], key: 1.0}
+    trainer = Trainer(tiny_config(data_root, tmp_path, key, model, max_steps=1), quiet=True)
     local = trainer.model.local
     with torch.no_grad():
         local.v_p.weight.fill_(3.0)  # z = 3 * sum(tanh(W_p h_t)): mostly far past +-1
@@ -109,7 +110,7 @@ def test_training_loss_adds_the_position_limit_penalty(data_root, tmp_path):
     real = batch.tgt_out != PAD
     trainer.model(batch.src, batch.tgt_in, select=real)  # the same forward, penalty kept
     penalty = local.take_penalty(real)
-    local.limit = 0.0
+    setattr(local, attr, 0.0)
     plain = loss_fn(trainer.model, batch, 0.0)
     assert penalty > 0 and local.take_penalty(real) is None
     assert with_penalty.item() == pytest.approx(plain.item() + penalty.item(), rel=1e-5)

@@ -142,18 +142,27 @@ class LocalWindow(nn.Module):
     `limit` (not in the paper): in training, record (|z| - limit)^2 for each logit
     z = v_p^T tanh(W_p h_t) beyond +-limit; the training loss adds their sum over the real
     target positions (`take_penalty`), which keeps p_t out of the sigmoid's flat tails.
+
+    `guide` (not in the paper): in training, record what take_penalty turns into
+    guide * sum_s q_s (s - p_t)^2 / (2 sigma^2) per step, the training Gaussian's sigma (so
+    weak while a curriculum widens the window), q the softmax of the (detached) scores over
+    the whole source, not only the window: the cross-entropy from q to the Gaussian. Its
+    gradient pulls p_t toward the position the model's own scores prefer, as if its window
+    saw the whole sentence.
     """
 
     def __init__(self, kind: str, window: int, query_size: int, gaussian: str = "multiply",
                  start: int = 0, steps: int = 0, limit: float = 0.0,
-                 renormalise_steps: int = 0):
+                 renormalise_steps: int = 0, guide: float = 0.0):
         super().__init__()
         self.kind, self.window, self.gaussian = kind, window, gaussian
         self.start, self.steps, self.limit = start, steps, limit
-        self.renormalise_steps = renormalise_steps
+        self.renormalise_steps, self.guide = renormalise_steps, guide
         self.renormalising = False  # set by at_step while step <= renormalise_steps
         self.half_width = float(window)  # the training half-width (at_step)
         self.excess: list[Tensor] = []  # (|z| - limit)^2, (B, T) per call, since take_penalty
+        self.guided: list[tuple[Tensor, Tensor]] = []  # (scores, log-Gaussian) per call
+        self.guide_mask: Tensor | None = None  # the source mask (B, S) of the recorded calls
         if kind == "local-p":
             self.W_p = nn.Linear(query_size, query_size, bias=False)
             self.v_p = nn.Linear(query_size, 1, bias=False)
@@ -177,12 +186,17 @@ class LocalWindow(nn.Module):
         return length * torch.sigmoid(logit)
 
     def take_penalty(self, real: Tensor) -> Tensor | None:
-        """Sum of the (|z| - limit)^2 recorded since the last call over the positions where
-        `real` (B, T) is True (None if nothing was recorded); forgets them."""
-        if not self.excess:
-            return None
-        excess, self.excess = torch.cat(self.excess, dim=1), []
-        return excess[real].sum()
+        """Sum of the terms recorded since the last call (the limit's, the guide's) over the
+        positions where `real` (B, T) is True (None if nothing was recorded); forgets them."""
+        parts = []
+        if self.excess:
+            parts.append(torch.cat(self.excess, dim=1)[real].sum())
+        if self.guided:  # one batched softmax for the whole pass, not one per step
+            scores, log_gauss = (torch.cat(x, dim=1) for x in zip(*self.guided))
+            whole = masked_softmax(scores, self.guide_mask.unsqueeze(1).expand_as(scores))
+            parts.append(-self.guide * (whole * log_gauss).sum(-1)[real].sum())
+        self.excess, self.guided = [], []
+        return sum(parts[1:], parts[0]) if parts else None
 
     def forward(self, query: Tensor, step: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """The window mask (B, T, S) and the log-Gaussian -(s - p_t)^2 / (2 sigma^2)
@@ -201,6 +215,9 @@ class LocalWindow(nn.Module):
                ) -> tuple[Tensor, Tensor]:
         """scores (B, T, S), values (B, S, D) -> context (B, T, D), weights a_t (B, T, S)."""
         inside, log_gauss = self(query, step, mask)
+        if self.guide and self.training and self.kind == "local-p":
+            self.guided.append((scores.detach(), log_gauss))  # take_penalty turns them into q
+            self.guide_mask = mask
         renormalise = self.gaussian == "renormalise" or (self.training and self.renormalising)
         if self.kind == "local-m" or renormalise:
             return attend(scores + log_gauss, values, inside)

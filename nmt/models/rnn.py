@@ -210,14 +210,15 @@ class Luong(_RNNModel):
         self.score = SCORERS[cfg.score](H, mem, H)
         self.local = (LocalWindow(cfg.attention, cfg.window, H, cfg.gaussian,
                                   cfg.window_start, cfg.window_steps,
-                                  cfg.position_limit, cfg.renormalise_steps)
+                                  cfg.position_limit, cfg.renormalise_steps,
+                                  cfg.position_guide)
                       if cfg.attention != "global" else None)
         self.W_c = nn.Linear(mem + H, H, bias=False)
 
     def encode(self, src: Tensor, src_emb: Tensor | None = None) -> State:
         states, mask, final, layers = self.encoder(src, src_emb)
         if self.local is not None:
-            self.local.excess = []  # a new pass: auxiliary_loss sees this pass's penalty only
+            self.local.excess, self.local.guided = [], []  # a new pass: auxiliary_loss sees this pass's penalty only
         memory = self.memory(states)  # (B, S, H or dirs*H)
         enc = {"states": memory, "mask": mask, "keys": self.score.project_keys(memory)}
         if self.bridge is not None:
@@ -238,7 +239,7 @@ class Luong(_RNNModel):
         return state
 
     def auxiliary_loss(self, real: Tensor) -> Tensor | None:
-        """local-p with model.position_limit: the penalty on p_t's saturated logits."""
+        """local-p with model.position_limit / position_guide: their terms on p_t."""
         return self.local.take_penalty(real) if self.local is not None else None
 
     def step_features(self, prev: Tensor, state: State, enc: State):
