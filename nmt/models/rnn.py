@@ -218,7 +218,8 @@ class Luong(_RNNModel):
     def encode(self, src: Tensor, src_emb: Tensor | None = None) -> State:
         states, mask, final, layers = self.encoder(src, src_emb)
         if self.local is not None:
-            self.local.excess, self.local.guided = [], []  # a new pass: auxiliary_loss sees this pass's penalty only
+            # a new pass: auxiliary_loss sees this pass's terms only
+            self.local.excess, self.local.guided = [], []
         memory = self.memory(states)  # (B, S, H or dirs*H)
         enc = {"states": memory, "mask": mask, "keys": self.score.project_keys(memory)}
         if self.bridge is not None:
