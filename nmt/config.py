@@ -260,6 +260,11 @@ def _validate(cfg: Config, where: str) -> None:
         _validate_luong(cfg.model, where)
 
 
+# Options of local-p's position predictor alone: what each does, and its paper value.
+_LOCAL_P_ONLY = {"position_limit": ("bounds", 0), "position_guide": ("guides", 0),
+                 "position_lr": ("scales the learning rate of", 1)}
+
+
 def _validate_luong(m: ModelConfig, where: str) -> None:
     """The paper's settings need matching sizes; say which key to change when they do not."""
     if m.score == "dot" and m.memory == "states" and m.bidirectional:
@@ -271,23 +276,16 @@ def _validate_luong(m: ModelConfig, where: str) -> None:
         raise NMTError(f"{where}: 'model.window_start' ({m.window_start}) is the half-width the "
                        f"window shrinks from: make it larger than 'model.window' ({m.window}) and "
                        "set 'model.window_steps' > 0, or set window_start: 0 (the paper)")
-    if m.position_limit and m.attention != "local-p":
-        raise NMTError(f"{where}: 'model.position_limit' bounds local-p's predicted position, "
-                       f"but 'model.attention' is {m.attention}: set attention: local-p or "
-                       "position_limit: 0")
     if m.renormalise_steps and (m.attention != "local-p" or m.gaussian != "multiply"):
         raise NMTError(f"{where}: 'model.renormalise_steps' renormalises local-p's multiplied "
                        f"Gaussian early in training, but 'model.attention' is {m.attention} and "
                        f"'model.gaussian' is {m.gaussian}: set attention: local-p and gaussian: "
                        "multiply, or renormalise_steps: 0")
-    if m.position_guide and m.attention != "local-p":
-        raise NMTError(f"{where}: 'model.position_guide' guides local-p's predicted position, "
-                       f"but 'model.attention' is {m.attention}: set attention: local-p or "
-                       "position_guide: 0")
-    if m.position_lr != 1.0 and m.attention != "local-p":
-        raise NMTError(f"{where}: 'model.position_lr' scales the learning rate of local-p's "
-                       f"predicted position, but 'model.attention' is {m.attention}: set "
-                       "attention: local-p or position_lr: 1")
+    for key, (what, paper) in _LOCAL_P_ONLY.items():
+        if getattr(m, key) != paper and m.attention != "local-p":
+            raise NMTError(f"{where}: 'model.{key}' {what} local-p's predicted position, but "
+                           f"'model.attention' is {m.attention}: set attention: local-p or "
+                           f"{key}: {paper}")
     if m.decoder_init == "copy" and m.enc_layers != m.dec_layers:
         raise NMTError(f"{where}: 'model.decoder_init' copy needs 'model.enc_layers' "
                        f"({m.enc_layers}) == 'model.dec_layers' ({m.dec_layers}); "

@@ -196,7 +196,7 @@ class LocalWindow(nn.Module):
             whole = masked_softmax(scores, self.guide_mask.unsqueeze(1).expand_as(scores))
             parts.append(-self.guide * (whole * log_gauss).sum(-1)[real].sum())
         self.excess, self.guided = [], []
-        return sum(parts[1:], parts[0]) if parts else None
+        return sum(parts) if parts else None
 
     def forward(self, query: Tensor, step: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """The window mask (B, T, S) and the log-Gaussian -(s - p_t)^2 / (2 sigma^2)
