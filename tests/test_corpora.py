@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from nmt.data.corpora import (
+    corpus_dir,
     download_corpus,
+    ensure_synth,
     import_corpus,
     load_split,
     normalise,
@@ -131,6 +133,56 @@ def test_reverse_pair_and_other_languages(tmp_path):
     assert set(manifest["splits"]) == set(SPLITS) and manifest["splits"]["train"]["lines"] == 4
     fr, en = load_split(tmp_path / "data", "multi30k", "fr-en", "train")
     assert (fr[1], en[1]) == ("phrase 1", "A dog runs across the meadow.")
+
+
+def test_one_import_serves_the_reverse_direction(tmp_path):
+    root = tmp_path / "data"
+    import_corpus("multi30k", "de-en", _raw_dir(tmp_path), root)
+    before = {p.name: p.read_bytes() for p in (root / "multi30k" / "de-en").iterdir()}
+    for split in SPLITS:
+        de, en = load_split(root, "multi30k", "de-en", split)
+        assert load_split(root, "multi30k", "en-de", split) == (en, de)
+    # the de-en folder (and its manifest) serves en-de; nothing is copied or rewritten
+    assert corpus_dir(root, "multi30k", "en-de") == root / "multi30k" / "de-en"
+    assert not (root / "multi30k" / "en-de").exists()
+    assert {p.name: p.read_bytes() for p in (root / "multi30k" / "de-en").iterdir()} == before
+    # a split neither direction has names the folder and its splits
+    with pytest.raises(NMTError, match=r"split 'dev' is not in .*de-en.*test_2016_flickr"):
+        load_split(root, "multi30k", "en-de", "dev")
+    # a pair's own import wins over the reverse one
+    raw = tmp_path / "raw2"
+    raw.mkdir()
+    _gz(raw / "train.en.gz", ["Own English."])
+    _gz(raw / "train.de.gz", ["Eigenes Deutsch."])
+    import_corpus("multi30k", "en-de", raw, root)
+    assert corpus_dir(root, "multi30k", "en-de") == root / "multi30k" / "en-de"
+    assert load_split(root, "multi30k", "en-de", "train") == (["Own English."],
+                                                               ["Eigenes Deutsch."])
+    assert load_split(root, "multi30k", "de-en", "train")[0][0].startswith("Zwei")
+
+
+def test_missing_corpus_names_the_pair_and_the_import_command(tmp_path):
+    root = tmp_path / "data"
+    import_corpus("multi30k", "de-en", _raw_dir(tmp_path), root)  # another pair only
+    for pair in ("en-fr", "fr-en"):
+        with pytest.raises(NMTError) as info:
+            load_split(root, "multi30k", pair, "train")
+        message = str(info.value)
+        assert "\n" not in message
+        assert f"multi30k/{pair}/train." in message
+        assert f"nmt data download multi30k --pair {pair}" in message
+        assert "-".join(reversed(pair.split("-"))) in message  # either direction will do
+        assert not (root / "multi30k" / pair).exists()
+
+
+def test_synth_directions_keep_their_own_folders_and_gold(tmp_path):
+    root = tmp_path / "data"
+    ensure_synth(root, sizes={"train": 20, "val": 5, "test": 5})
+    assert corpus_dir(root, "synth", "tgt-src") == root / "synth" / "tgt-src"
+    fwd, back = (read_lines(root / "synth" / p / "val.gold") for p in ("src-tgt", "tgt-src"))
+    assert fwd != back
+    src, tgt = load_split(root, "synth", "src-tgt", "val")
+    assert load_split(root, "synth", "tgt-src", "val") == (tgt, src)  # same text, own gold
 
 
 def test_plain_files_and_empty_eval_lines_are_kept(tmp_path):

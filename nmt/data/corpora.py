@@ -2,7 +2,9 @@
 
 Every corpus lives under `data/<corpus>/<pair>/` as `{split}.{lang}` UTF-8
 files, one sentence per line, plus `manifest.json` (source, split sizes,
-checksums). Line i of one language is the translation of line i of the other.
+checksums). Line i of one language is the translation of line i of the other, so
+one import serves both directions: en-de reads data/<corpus>/de-en/ when only that
+exists (`corpus_dir`).
 """
 
 from __future__ import annotations
@@ -209,7 +211,21 @@ def download_corpus(corpus: str, pair: str, root: Path) -> dict:
 
 
 def corpus_dir(root: Path, corpus: str, pair: str) -> Path:
-    return root / corpus / pair
+    """The folder of `pair`; an import of the reverse pair serves it too (the files are
+    `{split}.{lang}`, the same for both directions), so `de-en` needs no second import to
+    train en-de. Not for gold-aligned corpora (links are directional: synth has both)."""
+    forward = root / corpus / pair
+    parts = pair.split("-")
+    if corpus == "synth" or len(parts) != 2 or _holds_corpus(forward, parts[0]):
+        return forward
+    reverse = root / corpus / f"{parts[1]}-{parts[0]}"
+    if _holds_corpus(reverse, parts[0]) and not any(reverse.glob("*.gold")):
+        return reverse
+    return forward
+
+
+def _holds_corpus(directory: Path, lang: str) -> bool:
+    return (directory / "manifest.json").is_file() or any(directory.glob(f"*.{lang}"))
 
 
 def ensure_synth(root: Path, seed: int = 1234, sizes: dict[str, int] | None = None) -> Path:
@@ -268,7 +284,8 @@ def load_split(root: Path, corpus: str, pair: str, split: str) -> tuple[list[str
         if splits and split not in splits:
             raise NMTError(f"{missing}: not found; split '{split}' is not in {directory} "
                            f"(it has: {', '.join(splits)})")
-        hint = (f"run `nmt data download {corpus} --pair {pair} [--from DIR]`"
+        hint = (f"import {corpus} {pair} (or {tgt}-{src}: one import serves both directions) "
+                f"with `nmt data download {corpus} --pair {pair} [--from DIR]`"
                 if corpus in CORPORA else "check data.corpus / data.pair in the config")
         raise NMTError(f"{missing}: not found; {hint}")
     return read_parallel(src_path, tgt_path)
