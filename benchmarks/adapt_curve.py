@@ -14,9 +14,10 @@ Each step count's records are saved (reports/bench-align/adapt_<family>/steps<N>
 again; two one-thread processes can adapt the two families side by side first.
 
 Usage: python benchmarks/adapt_curve.py [--family bahdanau] [--steps 0 100 300 600]
-       [--lr 1e-3] [--dev 100] [--threads 1]
+       [--lr 1e-3] [--dev 100] [--threads 1] [--gold-dir DIR]
        python benchmarks/adapt_curve.py --ensemble bahdanau transformer [--steps ...]
 Writes reports/bench-align/adapt_<family>.md and .json (adapt_<a>+<b> for an ensemble).
+The gold folder (hansards.en-fr, hansards.en-fr.gold): --gold-dir DIR or NMT_ALIGN_GOLD_DIR.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ import json
 import time
 from pathlib import Path
 
+from data_dirs import align_gold_dir, gold_dir_option
+
 ROOT = Path(__file__).resolve().parents[1]
-GOLD_DIR = ROOT.parent / "shared" / "corpora" / "alignment-gold" / "en-fr"
 THRESHOLDS = (0.1, 0.2, 0.3)
 
 
@@ -65,7 +67,9 @@ def main() -> None:
     parser.add_argument("--dev", type=int, default=100)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "bench-align")
+    gold_dir_option(parser)
     args = parser.parse_args()
+    args.gold_dir = align_gold_dir(args.gold_dir)
 
     import torch
 
@@ -73,7 +77,7 @@ def main() -> None:
     from nmt.align.io import read_gold
 
     torch.set_num_threads(args.threads)
-    gold = read_gold(GOLD_DIR / "hansards.en-fr.gold", one_based=True)
+    gold = read_gold(args.gold_dir / "hansards.en-fr.gold", one_based=True)
     if args.ensemble:
         args.family = "+".join(args.ensemble)
         rows = pooled_curve(args, gold)
@@ -90,7 +94,7 @@ def adapt_curve(args, gold: list, lr: float) -> list[dict]:
     from nmt.align.io import read_pairs, save_alignments
     from nmt.rundir import load_run
 
-    sources, targets = read_pairs(GOLD_DIR / "hansards.en-fr")
+    sources, targets = read_pairs(args.gold_dir / "hansards.en-fr")
     sides = []
     for run, (src, tgt) in ((f"{args.family}_en-fr", (sources, targets)),
                             (f"{args.family}_fr-en", (targets, sources))):

@@ -14,9 +14,12 @@ Writes reports/bench-align/alignment.md and alignment.json (+ each setting's `nm
 output under reports/bench-align/<dataset>/).
 
 Usage: python benchmarks/alignment.py [--only synth hansards] [--limit N] [--adapt STEPS]
-       [--adapt-hansards STEPS]
+       [--adapt-hansards STEPS] [--gold-dir DIR]
        [--methods attention saliency] [--symmetrize agreement grow-diag-final-and]
        [--no-eflomal] [--threads 1] [--reuse] [--families bahdanau transformer]
+
+The Hansards rows need the gold folder (hansards.en-fr, hansards.en-fr.gold): --gold-dir
+DIR or NMT_ALIGN_GOLD_DIR=DIR (`make bench-align NMT_ALIGN_GOLD_DIR=DIR`).
 
 Two processes can share the work (one thread each) with --families, then one more run
 with --reuse (and no --families) writes the whole table from their saved rows.
@@ -32,8 +35,9 @@ import sys
 import time
 from pathlib import Path
 
+from data_dirs import align_gold_dir, gold_dir_option
+
 ROOT = Path(__file__).resolve().parents[1]
-GOLD_DIR = ROOT.parent / "shared" / "corpora" / "alignment-gold" / "en-fr"
 SYNTH_FAMILIES = ("bahdanau", "luong_general", "luong_local_m", "luong_local_p", "transformer")  # converged/
 HANSARDS_FAMILIES = ("bahdanau", "luong_general", "luong_local_m", "luong_local_p", "transformer")
 ADAPT_HANSARDS = 300  # out-of-domain text needs more steps (README "Adapting")
@@ -50,15 +54,15 @@ def synth_dataset() -> dict:
             "config": ROOT / "configs" / "synth" / "converged" / "bahdanau.yaml"}
 
 
-def hansards_dataset() -> dict:
+def hansards_dataset(gold_dir: Path) -> dict:
     """Hansards en-fr (Och & Ney 2003, 447 pairs) with models trained on Multi30k en-fr."""
     runs = [(f, ROOT / "runs" / f"{f}_en-fr", ROOT / "runs" / f"{f}_fr-en",
              f"configs/multi30k/{f}_en-fr.yaml", f"configs/multi30k/{f}_fr-en.yaml")
             for f in HANSARDS_FAMILIES]
     return {"name": "hansards", "title": "Hansards en-fr (447 pairs, sure + possible gold)",
             "runs": runs, "adapt": "adapt_hansards",
-            "options": {"pairs": GOLD_DIR / "hansards.en-fr",
-                        "gold": GOLD_DIR / "hansards.en-fr.gold", "one_based": True},
+            "options": {"pairs": gold_dir / "hansards.en-fr",
+                        "gold": gold_dir / "hansards.en-fr.gold", "one_based": True},
             "config": ROOT / "configs" / "multi30k" / "bahdanau_en-fr.yaml"}
 
 
@@ -258,12 +262,16 @@ def main() -> None:
                         help="only these families (default: all of the gold set's)")
     parser.add_argument("--reuse", action="store_true",
                         help="reuse a family's saved rows of an earlier run with this --out")
+    gold_dir_option(parser)
     args = parser.parse_args()
+    gold_dir = (align_gold_dir(args.gold_dir, also="; or --only synth")
+                if "hansards" in args.only else None)
 
     import torch
 
     torch.set_num_threads(args.threads)
-    datasets = [{"synth": synth_dataset, "hansards": hansards_dataset}[d]() for d in args.only]
+    datasets = [synth_dataset() if d == "synth" else hansards_dataset(gold_dir)
+                for d in args.only]
     for data in datasets if args.families else []:
         data["runs"] = [r for r in data["runs"] if r[0] in args.families]
     rows, skipped = [], []

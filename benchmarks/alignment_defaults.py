@@ -9,7 +9,9 @@ links (`links_from_matrix`) and scored (`alignment_error_rate`), so only the cho
 Writes reports/bench-align/defaults.md and defaults.json.
 
 Usage: python benchmarks/alignment_defaults.py [--runs runs/conv/transformer ...]
-       [--hansards runs/bahdanau_en-fr ...] [--limit N]
+       [--hansards runs/bahdanau_en-fr ...] [--limit N] [--gold-dir DIR]
+The Hansards runs need the gold folder (hansards.en-fr, hansards.en-fr.gold): --gold-dir DIR
+or NMT_ALIGN_GOLD_DIR=DIR, asked for only when one of them is trained.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from data_dirs import align_gold_dir, gold_dir_option
 
 ROOT = Path(__file__).resolve().parents[1]
-GOLD_DIR = ROOT.parent / "shared" / "corpora" / "alignment-gold" / "en-fr"
 SYNTH_RUNS = [f"runs/conv/{f}" for f in ("bahdanau", "luong_general", "luong_local_p",
                                          "transformer")]
 HANSARDS_RUNS = [f"runs/{f}_{d}" for f in ("bahdanau", "luong_general", "transformer")
@@ -30,7 +32,7 @@ HANSARDS_RUNS = [f"runs/{f}_{d}" for f in ("bahdanau", "luong_general", "transfo
 THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
 
 
-def pairs_and_gold(cfg, dataset: str, limit: int):
+def pairs_and_gold(cfg, dataset: str, limit: int, gold_dir: Path | None = None):
     """(sources, targets, gold) of the synthetic validation split or of Hansards, in the
     run's direction (a fr-en run gets the pairs and gold flipped)."""
     from nmt.align.io import GoldAlignment, read_gold, read_pairs
@@ -41,8 +43,8 @@ def pairs_and_gold(cfg, dataset: str, limit: int):
         gold = read_gold(corpus_dir(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair)
                          / "val.gold")
     else:
-        src, tgt = read_pairs(GOLD_DIR / "hansards.en-fr")
-        gold = read_gold(GOLD_DIR / "hansards.en-fr.gold", one_based=True)
+        src, tgt = read_pairs(gold_dir / "hansards.en-fr")
+        gold = read_gold(gold_dir / "hansards.en-fr.gold", one_based=True)
         if cfg.data.pair == "fr-en":
             src, tgt = tgt, src
             gold = [GoldAlignment(frozenset((j, i) for i, j in g.sure),
@@ -70,7 +72,7 @@ def readings(weights: list[np.ndarray]) -> dict[str, list[np.ndarray]]:
     return out
 
 
-def sweep(run: Path, dataset: str, limit: int) -> list[dict]:
+def sweep(run: Path, dataset: str, limit: int, gold_dir: Path | None = None) -> list[dict]:
     """AER, precision, recall of every reading x link extraction for one run."""
     from nmt.align.extract import forced_weights
     from nmt.align.metrics import alignment_error_rate
@@ -79,7 +81,7 @@ def sweep(run: Path, dataset: str, limit: int) -> list[dict]:
     from nmt.tokens import EOS
 
     cfg, vocab, model, _ = load_run(run)
-    sources, targets, gold = pairs_and_gold(cfg, dataset, limit)
+    sources, targets, gold = pairs_and_gold(cfg, dataset, limit, gold_dir)
     src_ids, tgt_ids = vocab.encode_src(sources), vocab.encode_tgt(targets)
     weights = forced_weights(model, src_ids, tgt_ids)
     maps = [(pieces_to_words(vocab.src_pieces([i for i in s if i != EOS])) + [-1],
@@ -130,7 +132,10 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "bench-align")
+    gold_dir_option(parser)
     args = parser.parse_args()
+    trained = [run for run in args.hansards if (Path(run) / "checkpoints").is_dir()]
+    gold_dir = align_gold_dir(args.gold_dir, also="; or --hansards with no runs") if trained else None
 
     import torch
 
@@ -142,7 +147,7 @@ def main() -> None:
                 skipped.append(f"{run} (not trained)")
                 continue
             start = time.perf_counter()
-            rows += sweep(run, dataset, args.limit)
+            rows += sweep(run, dataset, args.limit, gold_dir)
             print(f"{run} on {dataset}: {time.perf_counter() - start:.0f} s", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "defaults.json").write_text(json.dumps(rows, indent=1) + "\n")

@@ -4,8 +4,9 @@ training FLOP/s as a fraction of the fp32 GEMM peak at the model's own matrix sh
 decoding sentences/s (greedy and beam 5, batch 64) and peak memory, per family.
 
 Each family runs in its own process (clean peak memory), one after the other, so the
-figures are side by side in one run on the same machine. Needs the corpus:
-    nmt data download multi30k --pair de-en --from ../shared/corpora/multi30k
+figures are side by side in one run on the same machine. Needs the corpus, from the
+Hugging Face hub or from a folder of the raw files {split}.{lang}.gz:
+    nmt data download multi30k --pair de-en [--from DIR]
 Usage: python benchmarks/throughput.py [--families transformer bahdanau] [--steps 30]
 """
 
