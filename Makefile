@@ -20,9 +20,10 @@ test: $(STAMP)
 demo: $(STAMP)
 	bash scripts/demo.sh
 
-# Multi30k de-en from the local raw files (the hub path: drop --from).
+# Multi30k de-en (it serves en-de too) from the Hugging Face hub, or from a folder of the
+# raw files {split}.{lang}.gz: make multi30k MULTI30K_DIR=/path/to/multi30k
 multi30k: $(STAMP)
-	$(BIN)/nmt data download multi30k --pair de-en --from ../shared/corpora/multi30k
+	$(BIN)/nmt data download multi30k --pair de-en $(if $(MULTI30K_DIR),--from "$(MULTI30K_DIR)")
 
 # The attention essays' claims as checked experiments: reports/lab/report.html.
 lab: $(STAMP)
@@ -33,8 +34,11 @@ bench: $(STAMP)
 
 # Word alignments: family x method x single/symmetrised x adapted, synthetic test set and
 # Hansards en-fr, with the diagonal and eflomal rows (reports/bench-align/alignment.md).
+# The Hansards gold is not in the checkout: give its folder (hansards.en-fr and
+# hansards.en-fr.gold) with `make bench-align NMT_ALIGN_GOLD_DIR=DIR` (or export it),
+# or leave Hansards out with `make bench-align ARGS="--only synth"`.
 bench-align: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/alignment.py $(ARGS)
+	OMP_NUM_THREADS=1 NMT_ALIGN_GOLD_DIR="$(NMT_ALIGN_GOLD_DIR)" $(BIN)/python benchmarks/alignment.py $(ARGS)
 
 # One-line mutants of the model, search and alignment code against the fast tests
 # (scripts/mutants.py --help: --files, --limit, --sample, --only, --named, --list).
