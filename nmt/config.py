@@ -111,18 +111,6 @@ class ModelConfig:
     score: str = registered("general", "scores")  # attention score: dot | general | concat | additive
     attention: str = one_of("global", "local-m", "local-p")  # luong: global | local-m | local-p
     window: int = positive(10)  # luong local: half-width D of the window
-    window_start: int = non_negative(0)  # luong local: train with a wider half-width that shrinks
-    #   linearly to D over window_steps steps (0 = D from the start, the paper; a curriculum)
-    window_steps: int = non_negative(0)
-    position_limit: float = non_negative(0.0)  # luong local-p: in training, add (|z| - limit)^2 per
-    #   step to the loss when p_t's logit z = v_p^T tanh(W_p h_t) passes +-limit (0 = off, the paper)
-    renormalise_steps: int = non_negative(0)  # luong local-p: in training, the Gaussian as a
-    #   renormalised log-bias for the first N steps, then multiplied in (0 = off, the paper)
-    position_guide: float = non_negative(0.0)  # luong local-p: in training, add guide * the
-    #   squared distance (in sigmas) from p_t to where the scores over the whole source point
-    #   (0 = off, the paper)
-    position_lr: float = positive(1.0)  # luong local-p: the learning rate of p_t's W_p and v_p as a
-    #   multiple of train.lr (1 = the same rate, as in the paper)
     input_feeding: bool = True  # luong: feed the attentional vector to the next step
     # Departures from the papers are options whose default is the paper's (docs/faithfulness.md).
     memory: str = one_of("states", "projected")  # luong: attend over the encoder's states as they are (paper) |
@@ -136,6 +124,23 @@ class ModelConfig:
     ff_size: int = positive(1024)  # transformer feed-forward size
     dropout: float = fraction(0.1)  # dropout probability
     tie_embeddings: bool = True  # share target embedding and output projection
+
+
+@dataclass(frozen=True)
+class LocalConfig:
+    """Training aids of Luong's local attention (docs/experiments/, the local-p trials).
+    None is in the paper, all are off by default, and none changes evaluation or search."""
+
+    # train with a wider half-width that shrinks linearly to model.window over window_steps
+    # steps (0 = model.window from the start, the paper; a curriculum)
+    window_start: int = non_negative(0)
+    window_steps: int = non_negative(0)
+    # local-p: add (|z| - limit)^2 per step to the loss when p_t's logit
+    # z = v_p^T tanh(W_p h_t) passes +-limit (0 = off)
+    position_limit: float = non_negative(0.0)
+    # local-p: add guide * the squared distance (in sigmas) from p_t to where the scores
+    # over the whole source point (0 = off)
+    position_guide: float = non_negative(0.0)
 
 
 @dataclass(frozen=True)
@@ -180,6 +185,7 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     vocab: VocabConfig = field(default_factory=VocabConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    local: LocalConfig = field(default_factory=LocalConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
@@ -197,7 +203,13 @@ class Config:
 
 
 _SECTIONS = {"data": DataConfig, "vocab": VocabConfig, "model": ModelConfig,
-             "train": TrainConfig, "decode": DecodeConfig}
+             "local": LocalConfig, "train": TrainConfig, "decode": DecodeConfig}
+
+# Keys that moved or went (runs trained before still load: `migrate`).
+MOVED = {"model.window_start": "local.window_start", "model.window_steps": "local.window_steps",
+         "model.position_limit": "local.position_limit",
+         "model.position_guide": "local.position_guide"}
+REMOVED = {"model.position_lr": 1.0, "model.renormalise_steps": 0}  # key: its only value now
 
 
 def _type_name(tp: Any) -> str:
@@ -231,6 +243,11 @@ def _build(cls: type, raw: Any, prefix: str, where: str) -> Any:
     for key, value in raw.items():
         full = f"{prefix}.{key}" if prefix else str(key)
         if key not in names:
+            if full in MOVED:
+                raise NMTError(f"{where}: '{full}' is now '{MOVED[full]}'; rename the key")
+            if full in REMOVED:
+                raise NMTError(f"{where}: '{full}' was removed (a trial that did not help: "
+                               "docs/experiments/); delete the key")
             valid = ", ".join(names)
             raise NMTError(f"{where}: unknown key '{full}'; valid keys here: {valid}")
         kwargs[key] = _coerce(value, hints[key], full, where)
@@ -258,11 +275,27 @@ def _validate(cfg: Config, where: str) -> None:
                        "set 'train.max_steps' or 'train.max_minutes'")
     if cfg.model.family == "luong":
         _validate_luong(cfg.model, where)
+    _validate_local(cfg, where)
 
 
-# Options of local-p's position predictor alone: what each does, and its paper value.
-_LOCAL_P_ONLY = {"position_limit": ("bounds", 0), "position_guide": ("guides", 0),
-                 "position_lr": ("scales the learning rate of", 1)}
+def _validate_local(cfg: Config, where: str) -> None:
+    """The `local` section's aids need the attention they aid."""
+    m, aids = cfg.model, cfg.local
+    local = m.family == "luong" and m.attention != "global"
+    if aids.window_start and not local:
+        raise NMTError(f"{where}: 'local.window_start' widens Luong's local window, but the "
+                       "model has none: set model.family: luong with attention local-m or "
+                       "local-p, or window_start: 0")
+    if aids.window_start and (aids.window_start <= m.window or not aids.window_steps):
+        raise NMTError(f"{where}: 'local.window_start' ({aids.window_start}) is the half-width "
+                       f"the window shrinks from: make it larger than 'model.window' "
+                       f"({m.window}) and set 'local.window_steps' > 0, or set window_start: 0 "
+                       "(the paper)")
+    for key in ("position_limit", "position_guide"):
+        if getattr(aids, key) and not (local and m.attention == "local-p"):
+            raise NMTError(f"{where}: 'local.{key}' acts on local-p's predicted position, but "
+                           f"'model.attention' is {m.attention if m.family == 'luong' else 'none'}"
+                           f" ({m.family}): set model.attention: local-p or {key}: 0")
 
 
 def _validate_luong(m: ModelConfig, where: str) -> None:
@@ -272,20 +305,6 @@ def _validate_luong(m: ModelConfig, where: str) -> None:
                        "are 2H wide with 'model.bidirectional' true: set bidirectional: false "
                        "(the paper's encoder) or memory: projected (a learned map: dot then has "
                        "the same function class as general)")
-    if m.window_start and (m.window_start <= m.window or not m.window_steps):
-        raise NMTError(f"{where}: 'model.window_start' ({m.window_start}) is the half-width the "
-                       f"window shrinks from: make it larger than 'model.window' ({m.window}) and "
-                       "set 'model.window_steps' > 0, or set window_start: 0 (the paper)")
-    if m.renormalise_steps and (m.attention != "local-p" or m.gaussian != "multiply"):
-        raise NMTError(f"{where}: 'model.renormalise_steps' renormalises local-p's multiplied "
-                       f"Gaussian early in training, but 'model.attention' is {m.attention} and "
-                       f"'model.gaussian' is {m.gaussian}: set attention: local-p and gaussian: "
-                       "multiply, or renormalise_steps: 0")
-    for key, (what, paper) in _LOCAL_P_ONLY.items():
-        if getattr(m, key) != paper and m.attention != "local-p":
-            raise NMTError(f"{where}: 'model.{key}' {what} local-p's predicted position, but "
-                           f"'model.attention' is {m.attention}: set attention: local-p or "
-                           f"{key}: {paper}")
     if m.decoder_init == "copy" and m.enc_layers != m.dec_layers:
         raise NMTError(f"{where}: 'model.decoder_init' copy needs 'model.enc_layers' "
                        f"({m.enc_layers}) == 'model.dec_layers' ({m.dec_layers}); "
@@ -345,14 +364,36 @@ def read_yaml(path: Path | str) -> Any:
         raise NMTError(f"{path}:{line} invalid YAML ({problem})") from None
 
 
+def migrate(raw: Any) -> Any:
+    """A run's saved config from before a key moved or went, in today's keys (MOVED, and
+    REMOVED dropped: they only acted in training, so a trained model is the same without)."""
+    if not isinstance(raw, dict):
+        return raw
+    raw = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
+    for old, new in [*MOVED.items(), *((k, None) for k in REMOVED)]:
+        section, key = old.split(".")
+        if isinstance(raw.get(section), dict) and key in raw[section]:
+            value = raw[section].pop(key)
+            if new:
+                target, name = new.split(".")
+                raw.setdefault(target, {})
+                raw[target] = {**(raw[target] or {}), name: value}
+    return raw
+
+
 def load_config(path: Path | str, overrides: list[str] = ()) -> Config:
-    """Load and validate a YAML config; the run name defaults to the file's stem."""
+    """Load and validate a YAML config. The run name defaults to the file's stem, with the
+    pair appended when `data.pair` is not the file's own (`--set data.pair=en-de` on
+    bahdanau.yaml trains runs/bahdanau_en-de), so two directions never share a run."""
     path = Path(path)
     raw = read_yaml(path) or {}
     if not isinstance(raw, dict):
         raise NMTError(f"{path}: a config must be a YAML mapping of sections")
-    raw.setdefault("name", path.stem)
-    cfg = config_from_dict(raw, str(path), overrides)
+    data = raw.get("data")
+    own_pair = data.get("pair", DataConfig.pair) if isinstance(data, dict) else DataConfig.pair
+    cfg = config_from_dict({"name": path.stem, **raw}, str(path), overrides)
+    if "name" not in raw and cfg.name == path.stem and cfg.data.pair != own_pair:
+        cfg = dataclasses.replace(cfg, name=f"{path.stem}_{cfg.data.pair}")
     name = Path(cfg.name)
     if not name.parts or name.is_absolute() or ".." in name.parts:
         raise NMTError(f"{path}: 'name' must be a run folder under runs_dir, e.g. 'bahdanau', "
@@ -372,12 +413,14 @@ __all__ = [
     "Config",
     "DataConfig",
     "DecodeConfig",
+    "LocalConfig",
     "ModelConfig",
     "TrainConfig",
     "VocabConfig",
     "config_from_dict",
     "config_to_dict",
     "load_config",
+    "migrate",
     "read_yaml",
     "save_config",
 ]

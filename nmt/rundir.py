@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 from nmt.checkpoint import check_vocab, load_checkpoint
-from nmt.config import Config, config_from_dict, read_yaml
+from nmt.config import Config, config_from_dict, migrate, read_yaml
 from nmt.data.subwords import Vocab
 from nmt.errors import NMTError, one_line
 from nmt.models import build_model
@@ -67,7 +67,7 @@ def load_config(path: Path | str) -> Config:
     if not run.config.is_file():
         raise NMTError(f"{run.path}: not a run directory (no config.yaml); pass a folder "
                        "written by `nmt train`")
-    return config_from_dict(read_yaml(run.config), str(run.config))
+    return config_from_dict(migrate(read_yaml(run.config)), str(run.config))
 
 
 def load_run(path: Path | str, which: str = "best") -> tuple[Config, Vocab, Seq2Seq, dict]:
@@ -81,7 +81,7 @@ def load_run(path: Path | str, which: str = "best") -> tuple[Config, Vocab, Seq2
     vocab = Vocab.from_dir(run.spm)
     check_vocab(payload, vocab, ckpt_path, f"{run.spm} has {vocab.src_size}/{vocab.tgt_size}; "
                 "they do not belong together")
-    model = build_model(cfg.model, vocab.src_size, vocab.tgt_size, vocab.joint)
+    model = build_model(cfg.model, vocab.src_size, vocab.tgt_size, vocab.joint, cfg.local)
     try:
         model.load_state_dict(payload["model"])
     except (RuntimeError, KeyError) as exc:

@@ -28,8 +28,8 @@ from nmt.errors import NMTError, one_line
 from nmt.evaluate import bleu_chrf
 from nmt.locks import run_lock
 from nmt.models import build_model
-from nmt.models.attention import LocalWindow
 from nmt.models.base import Seq2Seq
+from nmt.optim import build_optimizer, set_lr
 from nmt.progress import TrainDisplay
 from nmt.rundir import RunDir
 from nmt.schedule import Schedule, budget_used
@@ -66,17 +66,6 @@ class Data:
     kept: int  # data.concat joins them into train_src/train_tgt)
 
 
-def _param_groups(model: torch.nn.Module, cfg) -> list[dict]:
-    """Adam's parameter groups, each with its multiple of the rate ("scale"): local-p's
-    position predictor (W_p, v_p) at `position_lr` when that is not 1, the rest at 1."""
-    slow = [p for m in model.modules() if isinstance(m, LocalWindow) for p in m.parameters()]
-    if cfg.position_lr == 1.0 or not slow:
-        return [{"params": list(model.parameters()), "scale": 1.0}]
-    ids = {id(p) for p in slow}
-    return [{"params": [p for p in model.parameters() if id(p) not in ids], "scale": 1.0},
-            {"params": slow, "scale": cfg.position_lr}]
-
-
 def load_data(cfg: Config) -> Data:
     """Vocabulary and encoded splits; rank 0 builds the caches, the other ranks reuse them."""
     if dist.is_main():
@@ -102,13 +91,12 @@ def load_data(cfg: Config) -> Data:
 
 def loss_fn(model: Seq2Seq, batch, smoothing: float) -> torch.Tensor:
     """Label-smoothed cross-entropy summed over real target tokens (padding excluded
-    before the output layer, so no time is spent on it), plus the model's auxiliary term
-    if it has one (local-p's model.position_limit and model.position_guide)."""
+    before the output layer, so no time is spent on it), plus the auxiliary loss the
+    model's forward pass returns, if any (the `local` section's aids)."""
     real = batch.tgt_out != PAD
-    logits, _ = model(batch.src, batch.tgt_in, select=real)  # (N, V)
+    logits, _, extra = model(batch.src, batch.tgt_in, select=real)  # (N, V)
     loss = F.cross_entropy(logits, batch.tgt_out[real], label_smoothing=smoothing,
                            reduction="sum")
-    extra = getattr(model, "module", model).auxiliary_loss(real)  # DDP wraps the model
     return loss if extra is None else loss + extra
 
 
@@ -142,13 +130,10 @@ class Trainer:
         self.data = load_data(cfg)
         v = self.data.vocab
         self.device = dist.device()
-        self.model = build_model(cfg.model, v.src_size, v.tgt_size, v.joint).to(self.device)
+        self.model = build_model(cfg.model, v.src_size, v.tgt_size, v.joint,
+                                 cfg.local).to(self.device)
         self.ddp = dist.wrap(self.model)
-        self.windows = [m for m in self.model.modules()  # curricula, stepped in train_step
-                        if isinstance(m, LocalWindow) and (m.start or m.renormalise_steps)]
-        self.optim = torch.optim.Adam(_param_groups(self.model, cfg.model), lr=cfg.train.lr,
-                                      betas=(0.9, 0.98), eps=1e-9,
-                                      weight_decay=cfg.train.weight_decay)
+        self.optim = build_optimizer(self.model, cfg.train.lr, cfg.train.weight_decay)
         self.schedule, self.progress = Schedule(cfg.train), Progress()
         t = cfg.train  # a live bar on a terminal, the plain lines otherwise
         self.display = TrainDisplay(t.max_steps, t.max_minutes, t.max_epochs,
@@ -221,11 +206,8 @@ class Trainer:
         """One optimiser step; returns the per-token loss, or None if it was not finite.
         `used`: the fraction of the budget spent (schedule `linear`), the same on every rank."""
         self.model.train()
-        for window in self.windows:
-            window.at_step(self.progress.step + 1)
-        lr = self.schedule.lr(self.progress.step + 1, used)
-        for group in self.optim.param_groups:
-            group["lr"] = lr * group.get("scale", 1.0)
+        self.model.at_step(self.progress.step + 1)
+        set_lr(self.optim, self.schedule.lr(self.progress.step + 1, used))
         n_tokens = dist.all_sum(batch.n_tokens)
         with dist.autocast(self.device):
             loss = loss_fn(self.ddp, batch.to(self.device), self.cfg.train.label_smoothing)

@@ -28,7 +28,7 @@ def test_every_family_attends_only_to_real_source_positions(family):
     if not model.has_attention:
         return
     src, tgt = random_batch()
-    _, attn = model(src, tgt, need_attn=True)  # (B, L, H, T, S)
+    _, attn, _ = model(src, tgt, need_attn=True)  # (B, L, H, T, S)
     real = (src != 0)[:, None, None, None, :].expand_as(attn)
     assert (attn >= 0).all()
     assert (attn[~real] == 0).all()
@@ -41,10 +41,10 @@ def test_every_family_attends_only_to_real_source_positions(family):
 def test_padding_more_or_less_changes_nothing(family):
     model = tiny_model(family)
     src, tgt = random_batch()
-    logits, attn = model(src, tgt, need_attn=True)
+    logits, attn, _ = model(src, tgt, need_attn=True)
     pad_src = torch.cat([src, torch.zeros(src.size(0), 5, dtype=torch.long)], 1)
     pad_tgt = torch.cat([tgt, torch.zeros(tgt.size(0), 3, dtype=torch.long)], 1)
-    logits2, attn2 = model(pad_src, pad_tgt, need_attn=True)
+    logits2, attn2, _ = model(pad_src, pad_tgt, need_attn=True)
     real = tgt != 0
     torch.testing.assert_close(logits2[:, : tgt.size(1)][real], logits[real], atol=1e-5, rtol=1e-4)
     if attn is not None:
@@ -52,7 +52,7 @@ def test_padding_more_or_less_changes_nothing(family):
         torch.testing.assert_close(attn2[..., :T, :S], attn, atol=1e-5, rtol=1e-4)
         assert (attn2[..., S:] == 0).all()
     # one sentence alone gives what it gave inside the padded batch
-    alone, _ = model(src[3:4, : int((src[3] != 0).sum())], tgt[3:4, : int(real[3].sum())])
+    alone, _, _ = model(src[3:4, : int((src[3] != 0).sum())], tgt[3:4, : int(real[3].sum())])
     torch.testing.assert_close(alone[0], logits[3, : int(real[3].sum())], atol=1e-5, rtol=1e-4)
 
 

@@ -80,6 +80,6 @@ def test_given_source_embeddings_reproduce_the_lookup(name):
     model = tiny_model(name)
     src, tgt_in = random_batch()
     with torch.no_grad():
-        looked_up, _ = model(src, tgt_in)
-        given, _ = model(src, tgt_in, src_emb=model.embed_source(src))
+        looked_up, _, _ = model(src, tgt_in)
+        given, _, _ = model(src, tgt_in, src_emb=model.embed_source(src))
     torch.testing.assert_close(given, looked_up)

@@ -108,7 +108,7 @@ def test_forced_weights_are_each_pairs_attention_alone():
     src = [[5, 6, 7, 3], [8, 3], [9, 10, 11, 12, 13, 3]]
     tgt = [[14, 15], [16, 17, 18], [19]]
     for s, t, w in zip(src, tgt, forced_weights(model, src, tgt, batch_size=2)):
-        _, attn = model(torch.tensor([s]), torch.tensor([[BOS] + t]), need_attn=True)
+        _, attn, _ = model(torch.tensor([s]), torch.tensor([[BOS] + t]), need_attn=True)
         assert w.shape == (2, 4, len(t) + 1, len(s))
         np.testing.assert_allclose(w, attn[0].detach().numpy(), atol=1e-5)
 

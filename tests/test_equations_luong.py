@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence
 
+from nmt.config import LocalConfig
 from nmt.models.attention import LocalWindow
 from tests.numpy_ref import LENGTHS, a, build, fill, gru, sigmoid, softmax, source
 from tests.test_equations_rnn import close, far
@@ -173,7 +174,7 @@ def test_local_p_window_and_gaussian_at_known_distances(gaussian):
     [p_t - D, p_t + D]. Equal scores make align uniform over the window (1 / 5 here)."""
     local = _uniform_local_p(2, gaussian)
     values = torch.eye(9)[None].expand(2, 9, 9)  # context = the weights themselves
-    context, w = local.attend(torch.zeros(2, 1, 9), values, torch.zeros(2, 1, 2),
+    context, w, penalty = local.attend(torch.zeros(2, 1, 9), values, torch.zeros(2, 1, 2),
                               torch.zeros(2, 1), _mask(6, 5))
     g1, g2 = math.exp(-1 / 2), math.exp(-4 / 2)  # distance 1 and 2, sigma = 1
     row0 = np.array([0, g2, g1, 1, g1, g2, 0, 0, 0])  # p_t = 3: window 1..5
@@ -222,10 +223,14 @@ def test_local_m_model_window_moves_one_position_per_step():
     assert support == [[0, 1], [0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4], [3, 4], [3, 4]]
 
 
+def _aided(kind: str = "local-p", D: int = 2, **aids) -> LocalWindow:
+    return LocalWindow(kind, D, 2, "multiply", LocalConfig(**aids))
+
+
 def test_window_curriculum_shrinks_to_D_and_never_reaches_eval():
-    """model.window_start: the training half-width goes linearly from `start` to D over
+    """local.window_start: the training half-width goes linearly from `start` to D over
     `steps` steps, sigma following it; eval mode (and a model no trainer steps) uses D."""
-    local = LocalWindow("local-p", 2, 2, "multiply", start=6, steps=4)
+    local = _aided(window_start=6, window_steps=4)
     fill(local.W_p.weight, [[0, 0], [0, 0]])  # p_t = S / 2 = 4.5 for S = 9
     args = (torch.zeros(1, 1, 2), torch.zeros(1, 1), _mask(9))
     assert local.half_width == 2.0  # before any step: D
@@ -251,84 +256,51 @@ def test_window_curriculum_off_by_default_keeps_D_while_training():
     assert local.half_width == 2.0 and inside[0, 0].nonzero().flatten().tolist() == [3, 4, 5, 6]
 
 
-def test_renormalise_steps_renormalise_the_gaussian_early_in_training_only():
-    """model.renormalise_steps: for the first N training steps the window's weights are
-    softmax(score - d^2 / (2 sigma^2)) (they sum to one); afterwards, and in eval mode from
-    the start, the paper's softmax(score) * exp(-d^2 / (2 sigma^2))."""
-    local = LocalWindow("local-p", 2, 2, "multiply", renormalise_steps=3)
-    fill(local.W_p.weight, [[0, 0], [0, 0]])  # p_t = S / 2 = 4.5 for S = 9
-    scores, values = torch.zeros(1, 1, 9), torch.eye(9).unsqueeze(0)
-    args = (scores, values, torch.zeros(1, 1, 2), torch.zeros(1, 1), _mask(9))
-    d = np.array([1.5, 0.5, 0.5, 1.5])  # positions 3..6, sigma = 1
-    gauss = np.exp(-d ** 2 / 2)
-    renormalised, multiplied = gauss / gauss.sum(), gauss / 4
-    local.at_step(3)
-    _, weights = local.attend(*args)
-    close(weights[0, 0, 3:7], renormalised)
-    local.at_step(4)
-    _, weights = local.attend(*args)
-    close(weights[0, 0, 3:7], multiplied)
-    local.at_step(1)
-    local.eval()
-    _, weights = local.attend(*args)
-    close(weights[0, 0, 3:7], multiplied)
-
-
-def test_position_limit_penalises_only_logits_past_the_limit_at_real_positions():
-    """model.position_limit: in training, (|z| - limit)^2 for each p_t logit
-    z = v_p^T tanh(W_p h_t) beyond +-limit, summed over the real target positions."""
-    local = LocalWindow("local-p", 2, 2, "multiply", limit=1.0)
+def test_position_limit_penalises_only_logits_past_the_limit():
+    """local.position_limit: in training, attend returns (|z| - limit)^2 for each p_t
+    logit z = v_p^T tanh(W_p h_t) beyond +-limit, one term per target position (the loss
+    sums them over the real ones); evaluation returns none, nor does a window without."""
+    local = _aided(position_limit=1.0)
     fill(local.W_p.weight, [[1, 0], [0, 1]])
     fill(local.v_p.weight, [[4, 0]])  # z = 4 tanh(h_0)
     h0 = [3.0, 0.1, -2.0]  # z = 3.980, 0.399, -3.856: past the limit, inside, past
     query = torch.tensor([[[x, 0.0]] for x in h0]).transpose(0, 1)  # (B=1, T=3, 2)
-    local(query, torch.zeros(1, 3), _mask(9))
+    args = (torch.zeros(1, 3, 9), torch.randn(1, 9, 3), query, torch.zeros(1, 3), _mask(9))
     z = 4 * np.tanh(np.array(h0))
-    real = torch.tensor([[True, True, False]])  # the third step is padding
-    close(local.take_penalty(real), (abs(z[0]) - 1) ** 2)
-    assert local.take_penalty(real) is None  # taken: forgotten
-    local(query, torch.zeros(1, 3), _mask(9))
-    close(local.take_penalty(torch.ones(1, 3, dtype=torch.bool)),
-          (abs(z[0]) - 1) ** 2 + (abs(z[2]) - 1) ** 2)
-    local.eval()  # evaluation records nothing; nor does a window without a limit
-    local(query, torch.zeros(1, 3), _mask(9))
-    assert local.take_penalty(real) is None
-    plain = LocalWindow("local-p", 2, 2, "multiply")
-    plain(query, torch.zeros(1, 3), _mask(9))
-    assert plain.take_penalty(real) is None
+    _, _, penalty = local.attend(*args)
+    close(penalty, [[(abs(z[0]) - 1) ** 2, 0.0, (abs(z[2]) - 1) ** 2]])
+    local.eval()
+    assert local.attend(*args)[2] is None
+    assert _aided().attend(*args)[2] is None
 
 
 def test_position_guide_pulls_p_t_toward_the_whole_source_scores_only_in_training():
-    """model.position_guide: in training, guide * sum_s q_s (s - p_t)^2 / (2 sigma^2) per
-    real target position, q the softmax of the detached scores over the whole source
+    """local.position_guide: in training, guide * sum_s q_s (s - p_t)^2 / (2 sigma^2) per
+    target position, q the softmax of the detached scores over the whole source
     (padding excluded, the window ignored); its gradient moves p_t toward q's mean."""
-    local = LocalWindow("local-p", 2, 2, "multiply", guide=0.5)
+    local = _aided(position_guide=0.5)
     fill(local.W_p.weight, [[1, 0], [0, 1]])
     fill(local.v_p.weight, [[1, 0]])  # z = tanh(h_0): p_t = 6 sigmoid(z)
     query = torch.tensor([[[0.0, 0.0], [1.0, 0.0]]], requires_grad=True)  # p_t = 3, 4.39
     scores = torch.tensor([[[4.0, 0, 0, 0, 0, 0, 9, 9, 9],  # position 0: outside [1, 5]
                             [0.0, 0, 0, 0, 0, 2, 9, 9, 9]]], requires_grad=True)
     values = torch.randn(1, 9, 3)
-    local.attend(scores, values, query, torch.zeros(1, 2), _mask(6))
+    args = (scores, values, query, torch.zeros(1, 2), _mask(6))
     p = 6 * sigmoid(np.array([0.0, math.tanh(1.0)]))
     q = [softmax(np.array(row[:6])) for row in ([4.0, 0, 0, 0, 0, 0], [0.0] * 5 + [2.0])]
     terms = [0.5 * sum(q[t][s] * (s - p[t]) ** 2 / 2 for s in range(6)) for t in range(2)]
-    penalty = local.take_penalty(torch.tensor([[True, False]]))  # the second is padding
-    close(penalty, terms[0])
-    local.attend(scores, values, query, torch.zeros(1, 2), _mask(6))
-    local.take_penalty(torch.ones(1, 2, dtype=torch.bool)).backward()
+    _, _, penalty = local.attend(*args)
+    close(penalty, [terms])
+    penalty.sum().backward()
     assert scores.grad is None  # the scores are the target, not trained by it
     mean = [sum(s * q[t][s] for s in range(6)) for t in range(2)]
     assert mean[1] < p[1]  # q's mean lies before p_t, so descent lowers z: grad > 0
     assert query.grad[0, 1, 0] > 0
-    wide = LocalWindow("local-p", 2, 2, "multiply", start=6, steps=4, guide=0.5)
+    wide = _aided(window_start=6, window_steps=4, position_guide=0.5)
     wide.load_state_dict(local.state_dict())
     wide.at_step(1)  # a curriculum's wider window (5): the guide uses its sigma, 2.5
-    wide.attend(scores, values, query, torch.zeros(1, 2), _mask(6))
-    close(wide.take_penalty(torch.tensor([[True, False]])), terms[0] / 2.5 ** 2)
-    local.eval()  # evaluation records nothing; nor does a window without a guide
-    local.attend(scores, values, query, torch.zeros(1, 2), _mask(6))
-    assert local.take_penalty(torch.ones(1, 2, dtype=torch.bool)) is None
-    plain = LocalWindow("local-p", 2, 2, "multiply")
-    plain.attend(scores, values, query, torch.zeros(1, 2), _mask(6))
-    assert plain.take_penalty(torch.ones(1, 2, dtype=torch.bool)) is None
+    close(wide.attend(*args)[2], [[t / 2.5 ** 2 for t in terms]])
+    local.eval()  # evaluation returns nothing; nor does a window without a guide
+    assert local.attend(*args)[2] is None
+    assert _aided().attend(*args)[2] is None
+    assert _aided("local-m", position_guide=0.5).attend(*args)[2] is None

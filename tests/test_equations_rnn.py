@@ -149,38 +149,39 @@ def _config(**model):
     return config_from_dict({"model": model})
 
 
+def _aided(local: dict, **model):
+    return config_from_dict({"model": model, "local": local})
+
+
 def test_departure_options_default_to_the_papers_and_are_validated():
-    m = _config(family="bahdanau").model
-    assert (m.readout, m.memory, m.decoder_init, m.gaussian, m.window_start,
-            m.position_limit) == ("maxout", "states", "copy", "multiply", 0, 0.0)
-    with pytest.raises(NMTError, match="model.window_start.*larger than 'model.window'"):
-        _config(family="luong", attention="local-p", window=10, window_start=10,
-                window_steps=100)
-    with pytest.raises(NMTError, match="model.window_steps"):
-        _config(family="luong", attention="local-p", window=10, window_start=30)
-    _config(family="luong", attention="local-p", window=10, window_start=30, window_steps=100)
-    with pytest.raises(NMTError, match="model.position_limit.*attention' is local-m"):
-        _config(family="luong", attention="local-m", position_limit=3.0)
-    with pytest.raises(NMTError, match="model.position_limit"):
-        _config(family="luong", attention="local-p", position_limit=-1.0)
-    _config(family="luong", attention="local-p", position_limit=3.0)
-    assert m.position_lr == 1.0 and m.renormalise_steps == 0 and m.position_guide == 0.0
-    with pytest.raises(NMTError, match="model.position_guide.*attention' is global"):
-        _config(family="luong", attention="global", position_guide=1.0)
-    with pytest.raises(NMTError, match="model.position_guide"):
-        _config(family="luong", attention="local-p", position_guide=-1.0)
-    _config(family="luong", attention="local-p", position_guide=1.0)
-    with pytest.raises(NMTError, match="model.renormalise_steps.*gaussian' is renormalise"):
-        _config(family="luong", attention="local-p", gaussian="renormalise",
-                renormalise_steps=100)
-    with pytest.raises(NMTError, match="model.renormalise_steps.*attention' is local-m"):
-        _config(family="luong", attention="local-m", renormalise_steps=100)
-    _config(family="luong", attention="local-p", renormalise_steps=100)
-    with pytest.raises(NMTError, match="model.position_lr.*attention' is global"):
-        _config(family="luong", attention="global", position_lr=0.1)
-    with pytest.raises(NMTError, match="model.position_lr"):
-        _config(family="luong", attention="local-p", position_lr=0.0)
-    _config(family="luong", attention="local-p", position_lr=0.1)
+    cfg = config_from_dict({"model": {"family": "bahdanau"}})
+    m, aids = cfg.model, cfg.local
+    assert (m.readout, m.memory, m.decoder_init, m.gaussian) == (
+        "maxout", "states", "copy", "multiply")
+    assert (aids.window_start, aids.window_steps, aids.position_limit,
+            aids.position_guide) == (0, 0, 0.0, 0.0)
+    local_p = {"family": "luong", "attention": "local-p", "window": 10}
+    with pytest.raises(NMTError, match="local.window_start.*larger than 'model.window'"):
+        _aided({"window_start": 10, "window_steps": 100}, **local_p)
+    with pytest.raises(NMTError, match="local.window_steps"):
+        _aided({"window_start": 30}, **local_p)
+    with pytest.raises(NMTError, match="local.window_start.*has none"):
+        _aided({"window_start": 30, "window_steps": 100}, family="luong", attention="global")
+    _aided({"window_start": 30, "window_steps": 100}, **local_p)
+    _aided({"window_start": 30, "window_steps": 100}, **{**local_p, "attention": "local-m"})
+    for key in ("position_limit", "position_guide"):
+        with pytest.raises(NMTError, match=f"local.{key}.*attention' is local-m"):
+            _aided({key: 3.0}, family="luong", attention="local-m")
+        with pytest.raises(NMTError, match=f"local.{key}.*attention' is none"):
+            _aided({key: 3.0}, family="transformer")
+        with pytest.raises(NMTError, match=f"local.{key}"):
+            _aided({key: -1.0}, **local_p)
+        _aided({key: 3.0}, **local_p)
+    with pytest.raises(NMTError, match="'model.window_start' is now 'local.window_start'"):
+        _config(family="luong", attention="local-p", window_start=30)
+    for gone in ("position_lr", "renormalise_steps"):
+        with pytest.raises(NMTError, match=f"'model.{gone}' was removed"):
+            _config(family="luong", attention="local-p", **{gone: 1})
     with pytest.raises(NMTError, match="model.readout.*maxout, tanh"):
         _config(family="bahdanau", readout="relu")
     with pytest.raises(NMTError, match="model.gaussian.*multiply, renormalise"):

@@ -12,10 +12,10 @@ def test_future_target_tokens_do_not_change_earlier_logits(family):
     model = tiny_model(family)
     src, tgt = random_batch(batch=2, tgt_len=8)
     tgt[:, 1:] = torch.randint(4, 40, (2, 7))
-    logits, _ = model(src, tgt)
+    logits, _, _ = model(src, tgt)
     changed = tgt.clone()
     changed[:, 5:] = torch.randint(4, 40, (2, 3))
-    logits2, _ = model(src, changed)
+    logits2, _, _ = model(src, changed)
     torch.testing.assert_close(logits2[:, :5], logits[:, :5])
     assert not torch.allclose(logits2[:, 5:], logits[:, 5:])
 
@@ -24,7 +24,7 @@ def test_step_by_step_decoding_equals_teacher_forcing(family):
     """Cached incremental decoding (state/kv cache) gives the full-sequence result."""
     model = tiny_model(family)
     src, tgt = random_batch()
-    logits, attn = model(src, tgt, need_attn=True)
+    logits, attn, _ = model(src, tgt, need_attn=True)
     enc = model.encode(src)
     state = model.init_state(enc)
     for t in range(tgt.size(1)):

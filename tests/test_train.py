@@ -31,7 +31,8 @@ STEPS = {"fixed_context": 500, "bahdanau": 500, "luong_general": 700, "luong_loc
          "transformer": 260}
 
 
-def tiny_config(root: Path, runs: Path, name: str, model: dict, **train):
+def tiny_config(root: Path, runs: Path, name: str, model: dict, local: dict | None = None,
+                **train):
     transformer = model["family"] == "transformer"
     raw = {
         "name": name, "runs_dir": str(runs),
@@ -42,7 +43,7 @@ def tiny_config(root: Path, runs: Path, name: str, model: dict, **train):
                   "schedule": "inverse_sqrt" if transformer else "constant",
                   "label_smoothing": 0.0, "max_steps": 260, "valid_every": 1000,
                   "log_every": 20, "valid_sentences": 60, "align_sentences": 0, **train},
-        "decode": {"beam": 1},
+        "decode": {"beam": 1}, "local": local or {},
     }
     return config_from_dict(raw)
 
@@ -71,68 +72,82 @@ def test_every_family_learns_the_synthetic_corpus(name, data_root, tmp_path):
 
 
 def test_trainer_steps_the_local_window_curriculum(data_root, tmp_path):
-    """model.window_start: the trainer sets the half-width of each step (30 -> 3 over 6
-    steps: 21 after step 2)."""
-    model = {**MODELS["luong_local_p"], "window_start": 30, "window_steps": 6}
-    trainer = Trainer(tiny_config(data_root, tmp_path, "curriculum", model, max_steps=2),
-                      quiet=True)
+    """local.window_start: the trainer sets the half-width of each step through the
+    model's at_step hook (30 -> 3 over 6 steps: 21 after step 2)."""
+    model = MODELS["luong_local_p"]
+    trainer = Trainer(tiny_config(data_root, tmp_path, "curriculum", model, max_steps=2,
+                                  local={"window_start": 30, "window_steps": 6}), quiet=True)
     trainer.fit()
     assert trainer.model.local.half_width == pytest.approx(21.0)
 
 
-def test_trainer_steps_the_renormalised_gaussian_curriculum(data_root, tmp_path):
-    """model.renormalise_steps: the trainer marks the window renormalising while its step
-    is at most N (2 steps of N = 2: still on; a third step: off)."""
-    model = {**MODELS["luong_local_p"], "renormalise_steps": 2}
-    trainer = Trainer(tiny_config(data_root, tmp_path, "renorm", model, max_steps=2), quiet=True)
-    trainer.fit()
-    assert trainer.model.local.renormalising
-    trainer.model.local.at_step(trainer.progress.step + 1)
-    assert not trainer.model.local.renormalising
-
-
-@pytest.mark.parametrize("key, attr", [("position_limit", "limit"), ("position_guide", "guide")])
-def test_training_loss_adds_the_position_predictors_terms(data_root, tmp_path, key, attr):
-    """model.position_limit / position_guide: loss_fn = cross-entropy + the sum of the term
-    over the real target positions of the pass just run ((|z| - limit)^2 with p_t's logits
-    pushed far past the limit; the guide's squared distance to the scores), positive."""
-    model = {**MODELS["luong_local_p"], key: 1.0}
-    trainer = Trainer(tiny_config(data_root, tmp_path, key, model, max_steps=1), quiet=True)
-    local = trainer.model.local
+@pytest.mark.parametrize("key", ["position_limit", "position_guide"])
+def test_training_loss_adds_the_terms_the_forward_pass_returns(data_root, tmp_path, key):
+    """local.position_limit / position_guide: loss_fn = cross-entropy + the auxiliary loss
+    the same forward pass returns, its per-position terms summed over the real target
+    positions only; a pass run before (with no loss) leaves nothing behind."""
+    trainer = Trainer(tiny_config(data_root, tmp_path, key, MODELS["luong_local_p"],
+                                  max_steps=1, local={key: 1.0}), quiet=True)
+    model = trainer.model
     with torch.no_grad():
-        local.v_p.weight.fill_(3.0)  # z = 3 * sum(tanh(W_p h_t)): mostly far past +-1
+        model.local.v_p.weight.fill_(3.0)  # z = 3 * sum(tanh(W_p h_t)): mostly far past +-1
     d = trainer.data
     batch = collate(d.train_src[:8], d.train_tgt[:8])
-    trainer.model.train()
+    model.train()
     stale = collate(d.train_src[8:12], d.train_tgt[8:12])
-    trainer.model(stale.src, stale.tgt_in)  # a forward with no loss: not counted below
-    with_penalty = loss_fn(trainer.model, batch, 0.0)
+    model(stale.src, stale.tgt_in)  # a forward with no loss: nothing is kept from it
+    torch.manual_seed(0)
+    with_penalty = loss_fn(model, batch, 0.0)
     real = batch.tgt_out != PAD
-    trainer.model(batch.src, batch.tgt_in, select=real)  # the same forward, penalty kept
-    penalty = local.take_penalty(real)
-    setattr(local, attr, 0.0)
-    plain = loss_fn(trainer.model, batch, 0.0)
-    assert penalty > 0 and local.take_penalty(real) is None
+    enc = model.encode(batch.src)
+    _, _, terms = model.decode_with_aux(enc, batch.tgt_in)  # (B, T)
+    assert terms.shape == real.shape
+    penalty = terms[real].sum()
+    assert penalty > 0 and terms[~real].abs().sum() > 0  # padding's terms exist, not counted
+    model.eval()  # evaluation: the same weights, no auxiliary loss
+    assert model(batch.src, batch.tgt_in, select=real)[2] is None
+    logits, _, _ = model(batch.src, batch.tgt_in, select=real)
+    plain = torch.nn.functional.cross_entropy(logits, batch.tgt_out[real], reduction="sum")
     assert with_penalty.item() == pytest.approx(plain.item() + penalty.item(), rel=1e-5)
 
 
-def test_position_lr_scales_the_step_of_p_t_predictor_only(data_root, tmp_path):
-    """model.position_lr: Adam's first step moves each weight by about its group's rate,
-    so W_p and v_p move a tenth as far as the rest at position_lr 0.1 and as far at 1."""
-    def first_step(scale: float) -> tuple[float, float]:
-        model = {**MODELS["luong_local_p"], "position_lr": scale}
-        trainer = Trainer(tiny_config(data_root, tmp_path, f"plr{scale}", model, max_steps=1,
-                                      clip=0.0), quiet=True)
-        before = _params(trainer.model)
-        trainer.fit()
-        after = trainer.model.state_dict()
-        moved = {k: (after[k] - before[k]).abs().max().item() for k in before}
-        return moved["local.v_p.weight"], moved["score.W_a.weight"]
+class _TwoGroups:
+    """A family that asks for its output layer at a tenth of the rate (the hook only)."""
 
-    slow, rest = first_step(0.1)
+    @staticmethod
+    def param_groups(model) -> list[dict]:
+        out = {id(p) for p in model.out.parameters()}
+        return [{"params": [p for p in model.parameters() if id(p) not in out]},
+                {"params": list(model.out.parameters()), "scale": 0.1}]
+
+
+def test_the_optimiser_takes_the_models_parameter_groups_in_training_and_adapt(
+        data_root, tmp_path, monkeypatch):
+    """Seq2Seq.param_groups: nmt.optim.build_optimizer (training and --adapt alike) gives
+    each group its scale of the rate, so Adam's first step moves the output layer about a
+    tenth as far as the rest."""
+    from nmt.align.adapt import adapt_copy
+    from nmt.models.base import Seq2Seq
+
+    monkeypatch.setattr(Seq2Seq, "param_groups", _TwoGroups.param_groups)
+    cfg = tiny_config(data_root, tmp_path, "groups", MODELS["bahdanau"], max_steps=1,
+                      clip=0.0, schedule="constant", warmup=0)
+    trainer = Trainer(cfg, quiet=True)
+    assert [g["scale"] for g in trainer.optim.param_groups] == [1.0, 0.1]
+    before = _params(trainer.model)
+    trainer.fit()
+
+    def moved(after: dict, start: dict) -> tuple[float, float]:
+        step = {k: (after[k] - start[k]).abs().max().item() for k in start}
+        return step["out.bias"], step["score.v.weight"]
+
+    slow, rest = moved(trainer.model.state_dict(), before)
     assert slow == pytest.approx(0.1 * rest, rel=0.05)
-    same, rest = first_step(1.0)
-    assert same == pytest.approx(rest, rel=0.05)
+    d = trainer.data
+    tuned, _ = adapt_copy(trainer.model, d.train_src[:16], d.train_tgt[:16], 1, 1e-3,
+                          cfg.train)
+    slow, rest = moved(tuned.state_dict(), _params(trainer.model))
+    assert slow == pytest.approx(0.1 * rest, rel=0.05)
 
 
 def _params(model) -> dict:

@@ -3,8 +3,10 @@ on the text they align. The run itself (its checkpoint, the model passed in) is 
 changed: training happens on a deep copy.
 
 The copy trains with the run's own objective (`nmt.train.loss_fn`, label-smoothed cross
-entropy per target token, the run's gradient clipping and batch size in tokens), Adam at
-a small constant learning rate, dropout on (train mode); it is returned in eval mode.
+entropy per target token plus the auxiliary loss its forward pass returns, the run's
+gradient clipping and batch size in tokens), with the trainer's optimiser
+(`nmt.optim.build_optimizer`) at a small constant learning rate, dropout on (train mode);
+it is returned in eval mode.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from nmt.config import TrainConfig
 from nmt.data.batching import iterate_batches, token_batches
 from nmt.errors import NMTError
 from nmt.models.base import Seq2Seq
+from nmt.optim import build_optimizer
 from nmt.train import loss_fn
 
-# Chosen on the synthetic validation gold (200 val pairs, 100 steps, README "Adapting"):
-# AER 0.360 unadapted; lr 3e-5 0.302, 1e-4 0.249, 3e-4 0.199, 1e-3 0.171, 3e-3 0.169.
+# Chosen on the synthetic validation gold (docs/experiments/, choosing the defaults).
 DEFAULT_LR = 1e-3
 
 
@@ -64,7 +66,7 @@ def adapting(model: Seq2Seq, src_ids: list, tgt_ids: list, lr: float, train: Tra
         raise NMTError(f"--adapt-lr {lr}: need lr > 0")
     tuned = copy.deepcopy(model).train()
     device = next(tuned.parameters()).device
-    optim = torch.optim.Adam(tuned.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+    optim = build_optimizer(tuned, lr)
     with torch.random.fork_rng(devices=[]):  # dropout draws do not disturb the caller's RNG
         torch.manual_seed(seed)
         for batch in _batches(list(src_ids), list(tgt_ids), train.batch_tokens, seed):

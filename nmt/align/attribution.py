@@ -35,7 +35,7 @@ CELLS_PER_CHUNK = 2 ** 18  # sentences x target x source positions per chunk: bo
 def saliency_rows(model: Seq2Seq, src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
     """grad x input norms (B, T, S) for a padded batch: src (B, S), tgt_in/tgt_out (B, T)."""
     emb = model.embed_source(src).detach().requires_grad_(True)  # (B, S, E)
-    logits, _ = model(src, tgt_in, src_emb=emb)  # (B, T, V)
+    logits, _, _ = model(src, tgt_in, src_emb=emb)  # (B, T, V)
     logp = F.log_softmax(logits.float(), -1).gather(2, tgt_out.unsqueeze(-1)).squeeze(-1)
     logp = logp.masked_fill(tgt_out == PAD, 0.0)  # (B, T): padding gives zero gradients
     T, rows = logp.size(1), []

@@ -47,7 +47,7 @@ def forced_weights(model: Seq2Seq, src_ids: list, tgt_ids: list, batch_size: int
         device = next(model.parameters()).device
         src = pad([list(src_ids[i]) for i in chunk]).to(device)
         tgt_in = pad([list(tgt_ids[i]) for i in chunk], prefix=BOS).to(device)
-        _, attn = model(src, tgt_in, need_attn=True)  # (B, L, H, T, S)
+        _, attn, _ = model(src, tgt_in, need_attn=True)  # (B, L, H, T, S)
         attn = attn.cpu()
         for row, i in enumerate(chunk):
             T, S = len(tgt_ids[i]) + 1, len(src_ids[i])

@@ -150,7 +150,7 @@ def train_tiny(model: Transformer, pairs: list[tuple[list[int], list[int]]], ste
         chunk = rng.sample(pairs, BATCH)
         tgt_in = pad([t for _, t in chunk], prefix=BOS)
         tgt_out = pad([t for _, t in chunk], suffix=EOS)
-        logits, _ = model(pad([s for s, _ in chunk]), tgt_in)  # (B, T, V)
+        logits, _, _ = model(pad([s for s, _ in chunk]), tgt_in)  # (B, T, V)
         loss = F.cross_entropy(logits.transpose(1, 2), tgt_out, ignore_index=PAD)
         opt.zero_grad()
         loss.backward()
@@ -169,7 +169,7 @@ def evaluate_tiny(model: Transformer, corpus: WordCorpus, n: int = 200) -> tuple
     pairs = corpus.test[:n]
     src = pad([s for s, _ in pairs])
     tgt_out = pad([t for _, t in pairs], suffix=EOS)
-    logits, _ = model(src, pad([t for _, t in pairs], prefix=BOS))
+    logits, _, _ = model(src, pad([t for _, t in pairs], prefix=BOS))
     real = tgt_out != PAD
     accuracy = float((logits.argmax(-1) == tgt_out)[real].float().mean())
     hyps = [" ".join(corpus.tgt_words[i] for i in ids) for ids in greedy(model, src)]

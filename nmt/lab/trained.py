@@ -163,7 +163,7 @@ def intervene(model: Seq2Seq, src: Tensor, hyps: list[list[int]]) -> dict[str, t
     real = tgt_out != PAD
 
     def log_probs() -> tuple[Tensor, Tensor | None]:
-        logits, attn = model(src, tgt_in, need_attn=True)  # attn (B, L, H, T, S)
+        logits, attn, _ = model(src, tgt_in, need_attn=True)  # attn (B, L, H, T, S)
         return torch.log_softmax(logits.float(), -1)[real], attn
 
     base, attn = log_probs()

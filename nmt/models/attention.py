@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from nmt.config import LocalConfig
+
 
 def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
     """Softmax over the last axis where `mask` is True; exactly 0 elsewhere.
@@ -131,78 +133,52 @@ class LocalWindow(nn.Module):
     "multiply" is the paper (not renormalised); "renormalise" adds the Gaussian as
     a log-bias before the window's softmax, so the weights sum to one.
 
-    `start`, `steps`: a curriculum (not in the paper). The trainer calls `at_step`, which
-    sets the training half-width (and sigma = half-width / 2) to `start` shrinking
-    linearly to `window` over the first `steps` steps; in eval mode, and in a model no
-    trainer steps (a loaded run, --adapt), the half-width is `window`.
-
-    `renormalise_steps` (not in the paper): in training, use "renormalise" for the first
-    that many optimiser steps (`at_step`), then `gaussian`; evaluation always uses `gaussian`.
-
-    `limit` (not in the paper): in training, record (|z| - limit)^2 for each logit
-    z = v_p^T tanh(W_p h_t) beyond +-limit; the training loss adds their sum over the real
-    target positions (`take_penalty`), which keeps p_t out of the sigmoid's flat tails.
-
-    `guide` (not in the paper): in training, record what take_penalty turns into
-    guide * sum_s q_s (s - p_t)^2 / (2 sigma^2) per step, the training Gaussian's sigma (so
-    weak while a curriculum widens the window), q the softmax of the (detached) scores over
-    the whole source, not only the window: the cross-entropy from q to the Gaussian. Its
-    gradient pulls p_t toward the position the model's own scores prefer, as if its window
-    saw the whole sentence.
+    `aids` (config section `local`; none is in the paper, all off by default, none
+    changes evaluation; docs/faithfulness.md):
+    - window_start, window_steps: a curriculum. `at_step` sets the training half-width
+      (and sigma = half-width / 2) to window_start shrinking linearly to D over the first
+      window_steps steps; in eval mode, and in a model no trainer steps (a loaded run,
+      --adapt), the half-width is D.
+    - position_limit: (|z| - limit)^2 for each logit z = v_p^T tanh(W_p h_t) beyond
+      +-limit, which keeps p_t out of the sigmoid's flat tails.
+    - position_guide: guide * sum_s q_s (s - p_t)^2 / (2 sigma^2), the training Gaussian's
+      sigma, q the softmax of the (detached) scores over the whole source, not only the
+      window: the cross-entropy from q to the Gaussian. Its gradient pulls p_t toward the
+      position the model's own scores prefer, as if its window saw the whole sentence.
+    The last two are returned by `attend` per target position, in training only, for the
+    training loss to add (nothing is kept between the forward pass and the loss).
     """
 
     def __init__(self, kind: str, window: int, query_size: int, gaussian: str = "multiply",
-                 start: int = 0, steps: int = 0, limit: float = 0.0,
-                 renormalise_steps: int = 0, guide: float = 0.0):
+                 aids: LocalConfig = LocalConfig()):
         super().__init__()
-        self.kind, self.window, self.gaussian = kind, window, gaussian
-        self.start, self.steps, self.limit = start, steps, limit
-        self.renormalise_steps, self.guide = renormalise_steps, guide
-        self.renormalising = False  # set by at_step while step <= renormalise_steps
+        self.kind, self.window, self.gaussian, self.aids = kind, window, gaussian, aids
         self.half_width = float(window)  # the training half-width (at_step)
-        self.excess: list[Tensor] = []  # (|z| - limit)^2, (B, T) per call, since take_penalty
-        self.guided: list[tuple[Tensor, Tensor]] = []  # (scores, log-Gaussian) per call
-        self.guide_mask: Tensor | None = None  # the source mask (B, S) of the recorded calls
         if kind == "local-p":
             self.W_p = nn.Linear(query_size, query_size, bias=False)
             self.v_p = nn.Linear(query_size, 1, bias=False)
 
     def at_step(self, step: int) -> None:
-        """The training half-width and Gaussian for optimiser step `step` (1-based)."""
-        self.renormalising = step <= self.renormalise_steps
-        if not self.start:
-            return
-        done = min(step / self.steps, 1.0)
-        self.half_width = self.start + (self.window - self.start) * done
+        """The training half-width for optimiser step `step` (1-based)."""
+        start, steps = self.aids.window_start, self.aids.window_steps
+        if start:
+            self.half_width = start + (self.window - start) * min(step / steps, 1.0)
+
+    def _position(self, query: Tensor, step: Tensor, mask: Tensor
+                  ) -> tuple[Tensor, Tensor | None]:
+        """p_t (B, T) and, for local-p, its logit z (B, T)."""
+        length = mask.sum(-1, keepdim=True).to(query.dtype)  # S: (B, 1)
+        if self.kind == "local-m":
+            return torch.minimum(step.to(query.dtype), length - 1), None
+        logit = self.v_p(torch.tanh(self.W_p(query))).squeeze(-1)  # z: (B, T)
+        return length * torch.sigmoid(logit), logit
 
     def centre(self, query: Tensor, step: Tensor, mask: Tensor) -> Tensor:
         """p_t (B, T) for query (B, T, H), step (B, T) target positions, mask (B, S)."""
-        length = mask.sum(-1, keepdim=True).to(query.dtype)  # S: (B, 1)
-        if self.kind == "local-m":
-            return torch.minimum(step.to(query.dtype), length - 1)
-        logit = self.v_p(torch.tanh(self.W_p(query))).squeeze(-1)  # z: (B, T)
-        if self.limit and self.training:
-            self.excess.append(torch.relu(logit.abs() - self.limit).pow(2))
-        return length * torch.sigmoid(logit)
+        return self._position(query, step, mask)[0]
 
-    def take_penalty(self, real: Tensor) -> Tensor | None:
-        """Sum of the terms recorded since the last call (the limit's, the guide's) over the
-        positions where `real` (B, T) is True (None if nothing was recorded); forgets them."""
-        parts = []
-        if self.excess:
-            parts.append(torch.cat(self.excess, dim=1)[real].sum())
-        if self.guided:  # one batched softmax for the whole pass, not one per step
-            scores, log_gauss = (torch.cat(x, dim=1) for x in zip(*self.guided))
-            whole = masked_softmax(scores, self.guide_mask.unsqueeze(1).expand_as(scores))
-            parts.append(-self.guide * (whole * log_gauss).sum(-1)[real].sum())
-        self.excess, self.guided = [], []
-        return sum(parts) if parts else None
-
-    def forward(self, query: Tensor, step: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        """The window mask (B, T, S) and the log-Gaussian -(s - p_t)^2 / (2 sigma^2)
-        (B, T, S) (zero for local-m)."""
-        centre = self.centre(query, step, mask)
-        positions = torch.arange(mask.size(1), device=query.device, dtype=query.dtype)
+    def _window(self, centre: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        positions = torch.arange(mask.size(1), device=centre.device, dtype=centre.dtype)
         distance = positions.view(1, 1, -1) - centre.unsqueeze(-1)  # (B, T, S)
         half_width = self.half_width if self.training else float(self.window)
         inside = (distance.abs() <= half_width) & mask.unsqueeze(1)
@@ -211,20 +187,35 @@ class LocalWindow(nn.Module):
         sigma = half_width / 2.0
         return inside, -(distance ** 2) / (2 * sigma ** 2)
 
+    def forward(self, query: Tensor, step: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """The window mask (B, T, S) and the log-Gaussian -(s - p_t)^2 / (2 sigma^2)
+        (B, T, S) (zero for local-m)."""
+        return self._window(self.centre(query, step, mask), mask)
+
+    def _penalty(self, scores: Tensor, logit: Tensor | None, log_gauss: Tensor,
+                 mask: Tensor) -> Tensor | None:
+        """The training aids' loss terms (B, T): position_limit's and position_guide's."""
+        terms = []
+        if logit is not None and self.aids.position_limit:
+            terms.append(torch.relu(logit.abs() - self.aids.position_limit).pow(2))
+        if logit is not None and self.aids.position_guide:
+            whole = masked_softmax(scores.detach(), mask.unsqueeze(1).expand_as(scores))
+            terms.append(-self.aids.position_guide * (whole * log_gauss).sum(-1))
+        return sum(terms) if terms else None
+
     def attend(self, scores: Tensor, values: Tensor, query: Tensor, step: Tensor, mask: Tensor
-               ) -> tuple[Tensor, Tensor]:
-        """scores (B, T, S), values (B, S, D) -> context (B, T, D), weights a_t (B, T, S)."""
-        inside, log_gauss = self(query, step, mask)
-        if self.guide and self.training and self.kind == "local-p":
-            self.guided.append((scores.detach(), log_gauss))  # take_penalty turns them into q
-            self.guide_mask = mask
-        renormalise = self.gaussian == "renormalise" or (self.training and self.renormalising)
-        if self.kind == "local-m" or renormalise:
-            return attend(scores + log_gauss, values, inside)
+               ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """scores (B, T, S), values (B, S, D) -> context (B, T, D), weights a_t (B, T, S),
+        and in training the aids' loss terms (B, T) (None when off or in eval mode)."""
+        centre, logit = self._position(query, step, mask)
+        inside, log_gauss = self._window(centre, mask)
+        penalty = self._penalty(scores, logit, log_gauss, mask) if self.training else None
+        if self.kind == "local-m" or self.gaussian == "renormalise":
+            return (*attend(scores + log_gauss, values, inside), penalty)
         weights = masked_softmax(scores, inside) * torch.exp(log_gauss)  # eq. 10
         if _OVERRIDES:
             weights = _OVERRIDES[-1](weights, inside)
-        return torch.bmm(weights, values), weights
+        return torch.bmm(weights, values), weights, penalty
 
 
 def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor,

@@ -13,6 +13,13 @@
 - `decode_features(enc, tgt_in)` is the teacher-forced decoder used in
   training and forced alignment: features (B, T, D) and attention
   (B, L, H, T, S) (L layers, H heads; 1 and 1 for the RNN families).
+
+Training hooks, so that the trainer and `--adapt` never name a family's modules:
+- `forward` returns, beside logits and attention, the family's auxiliary loss of that
+  very pass (`decode_with_aux`), or None for the papers' models: nothing is kept on a
+  module between a forward pass and the loss;
+- `param_groups()` gives Adam's parameter groups (each may carry a learning-rate `scale`);
+- `at_step(step)` is called before each optimiser step, for a training-time schedule.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from nmt.tokens import PAD
 
 State = dict[str, Tensor]
 
@@ -68,13 +77,21 @@ class Seq2Seq(nn.Module):
                         ) -> tuple[Tensor, Tensor | None]:
         raise NotImplementedError
 
+    def decode_with_aux(self, enc: State, tgt_in: Tensor, need_attn: bool = False
+                        ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """`decode_features` plus the auxiliary loss terms per target position (B, T) of
+        this pass, or None (the papers' models)."""
+        return (*self.decode_features(enc, tgt_in, need_attn), None)
+
     def logits(self, features: Tensor) -> Tensor:
         return self.out(features)
 
-    def auxiliary_loss(self, real: Tensor) -> Tensor | None:
-        """A term the training loss adds, summed over the real target positions `real`
-        (B, T), from the forward pass just run; None for the papers' models."""
-        return None
+    def param_groups(self) -> list[dict]:
+        """Adam's parameter groups; a group's optional "scale" multiplies the learning rate."""
+        return [{"params": list(self.parameters())}]
+
+    def at_step(self, step: int) -> None:
+        """Called by the trainer before optimiser step `step` (1-based); nothing by default."""
 
     @torch.no_grad()
     def step(self, prev: Tensor, state: State, enc: State) -> tuple[Tensor, State, Tensor | None]:
@@ -84,33 +101,45 @@ class Seq2Seq(nn.Module):
 
     def forward(self, src: Tensor, tgt_in: Tensor, need_attn: bool = False,
                 select: Tensor | None = None, src_emb: Tensor | None = None
-                ) -> tuple[Tensor, Tensor | None]:
-        """Teacher forcing: logits (B, T, V) and attention (B, L, H, T, S) or None.
+                ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """Teacher forcing: logits (B, T, V), attention (B, L, H, T, S) or None, and the
+        auxiliary loss of this pass summed over the real target positions (or None).
 
-        With `select` (B, T) bool, logits only for those positions: (N, V); with
-        `src_emb` (B, S, E), the encoder runs from those source embeddings.
+        With `select` (B, T) bool, logits (N, V) and the auxiliary loss only for those
+        positions (else the positions where `tgt_in` is not PAD); with `src_emb`
+        (B, S, E), the encoder runs from those source embeddings.
         """
         enc = self.encode(src, src_emb)
-        features, attn = self.decode_features(enc, tgt_in, need_attn)
+        features, attn, aux = self.decode_with_aux(enc, tgt_in, need_attn)
+        if aux is not None:
+            aux = aux[tgt_in != PAD if select is None else select].sum()
         if select is not None:
             features = features[select]
-        return self.logits(features), attn
+        return self.logits(features), attn, aux
 
     reorder = staticmethod(reorder)
 
 
 class RNNSeq2Seq(Seq2Seq):
     """Shared teacher forcing for step-wise RNN decoders: it loops over `step_features`,
-    so training, forced alignment and search run exactly the same decoder code."""
+    so training, forced alignment and search run exactly the same decoder code. A step
+    may return its auxiliary loss terms (B,) in the new state under "aux"; they are taken
+    out of the state and stacked into (B, T)."""
 
-    def decode_features(self, enc: State, tgt_in: Tensor, need_attn: bool = False
-                        ) -> tuple[Tensor, Tensor | None]:
+    def decode_with_aux(self, enc: State, tgt_in: Tensor, need_attn: bool = False
+                        ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         state = self.init_state(enc)
-        features, attns = [], []
+        features, attns, aux = [], [], []
         for t in range(tgt_in.size(1)):
             feat, state, attn = self.step_features(tgt_in[:, t], state, enc)
             features.append(feat)
+            if "aux" in state:
+                aux.append(state.pop("aux"))
             if need_attn and attn is not None:
                 attns.append(attn)
         attn = torch.stack(attns, dim=3) if attns else None  # (B, L, H, T, S)
-        return torch.stack(features, dim=1), attn
+        return torch.stack(features, dim=1), attn, torch.stack(aux, 1) if aux else None
+
+    def decode_features(self, enc: State, tgt_in: Tensor, need_attn: bool = False
+                        ) -> tuple[Tensor, Tensor | None]:
+        return self.decode_with_aux(enc, tgt_in, need_attn)[:2]

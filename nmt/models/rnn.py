@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from nmt.config import ModelConfig
+from nmt.config import LocalConfig, ModelConfig
 from nmt.models.attention import SCORERS, AdditiveScore, LocalWindow, attend
 from nmt.models.base import RNNSeq2Seq, State
 from nmt.tokens import PAD
@@ -134,7 +134,8 @@ class FixedContext(_RNNModel):
 
     has_attention = False
 
-    def __init__(self, src_vocab: int, tgt_vocab: int, cfg: ModelConfig, joint: bool):
+    def __init__(self, src_vocab: int, tgt_vocab: int, cfg: ModelConfig, joint: bool,
+                 local: LocalConfig = LocalConfig()):
         H = cfg.hidden_size
         super().__init__(src_vocab, tgt_vocab, cfg, joint, cfg.emb_size + H, H,
                          2 * H + cfg.emb_size)
@@ -158,7 +159,8 @@ class Bahdanau(_RNNModel):
     state; c_t = sum_j a_tj h_j enters the GRU with y_{t-1}; output g(s_t, y_{t-1}, c_t).
     """
 
-    def __init__(self, src_vocab: int, tgt_vocab: int, cfg: ModelConfig, joint: bool):
+    def __init__(self, src_vocab: int, tgt_vocab: int, cfg: ModelConfig, joint: bool,
+                 local: LocalConfig = LocalConfig()):
         H, enc_out = cfg.hidden_size, cfg.hidden_size * (2 if cfg.bidirectional else 1)
         super().__init__(src_vocab, tgt_vocab, cfg, joint, cfg.emb_size + enc_out, H,
                          H + enc_out + cfg.emb_size)
@@ -196,7 +198,8 @@ class Luong(_RNNModel):
     encoder); "bridge" uses s_0 = tanh(W h_N) for every layer.
     """
 
-    def __init__(self, src_vocab: int, tgt_vocab: int, cfg: ModelConfig, joint: bool):
+    def __init__(self, src_vocab: int, tgt_vocab: int, cfg: ModelConfig, joint: bool,
+                 local: LocalConfig = LocalConfig()):
         H = cfg.hidden_size
         feed = H if cfg.input_feeding else 0
         enc_out = H * (2 if cfg.bidirectional else 1)
@@ -208,18 +211,12 @@ class Luong(_RNNModel):
         self.memory = nn.Linear(enc_out, H, bias=False) if projected else nn.Identity()
         mem = H if projected else enc_out  # size of h_s as the score and context see it
         self.score = SCORERS[cfg.score](H, mem, H)
-        self.local = (LocalWindow(cfg.attention, cfg.window, H, cfg.gaussian,
-                                  cfg.window_start, cfg.window_steps,
-                                  cfg.position_limit, cfg.renormalise_steps,
-                                  cfg.position_guide)
+        self.local = (LocalWindow(cfg.attention, cfg.window, H, cfg.gaussian, local)
                       if cfg.attention != "global" else None)
         self.W_c = nn.Linear(mem + H, H, bias=False)
 
     def encode(self, src: Tensor, src_emb: Tensor | None = None) -> State:
         states, mask, final, layers = self.encoder(src, src_emb)
-        if self.local is not None:
-            # a new pass: auxiliary_loss sees this pass's terms only
-            self.local.excess, self.local.guided = [], []
         memory = self.memory(states)  # (B, S, H or dirs*H)
         enc = {"states": memory, "mask": mask, "keys": self.score.project_keys(memory)}
         if self.bridge is not None:
@@ -239,9 +236,10 @@ class Luong(_RNNModel):
             state["feed"] = enc["states"].new_zeros(batch, self.cfg.hidden_size)
         return state
 
-    def auxiliary_loss(self, real: Tensor) -> Tensor | None:
-        """local-p with model.position_limit / position_guide: their terms on p_t."""
-        return self.local.take_penalty(real) if self.local is not None else None
+    def at_step(self, step: int) -> None:
+        """The local window's curriculum (local.window_start), if any."""
+        if self.local is not None:
+            self.local.at_step(step)
 
     def step_features(self, prev: Tensor, state: State, enc: State):
         emb = self.drop(self.tgt_embed(prev))
@@ -253,8 +251,10 @@ class Luong(_RNNModel):
         if self.local is None:
             context, weights = attend(scores, enc["states"], enc["mask"].unsqueeze(1))
         else:
-            context, weights = self.local.attend(scores, enc["states"], query, t.unsqueeze(1),
-                                                 enc["mask"])
+            context, weights, aux = self.local.attend(scores, enc["states"], query,
+                                                      t.unsqueeze(1), enc["mask"])
+            if aux is not None:  # the training aids' terms (local.*): RNNSeq2Seq takes them
+                new["aux"] = aux.squeeze(1)
         attentional = self.drop(torch.tanh(self.W_c(torch.cat([context.squeeze(1), h], -1))))
         new["t"] = t + 1
         if self.cfg.input_feeding:

@@ -11,7 +11,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from nmt.config import ModelConfig
+from nmt.config import LocalConfig, ModelConfig
 from nmt.models.attention import scaled_dot_product
 from nmt.models.base import Seq2Seq, State
 from nmt.tokens import PAD
@@ -112,7 +112,8 @@ class Transformer(Seq2Seq):
     # beats shifted on every layer of the Multi30k en-fr Transformer on Hansards gold.
     alignment_reading = "naive"
 
-    def __init__(self, src_vocab: int, tgt_vocab: int, cfg: ModelConfig, joint: bool):
+    def __init__(self, src_vocab: int, tgt_vocab: int, cfg: ModelConfig, joint: bool,
+                 local: LocalConfig = LocalConfig()):
         super().__init__(src_vocab, tgt_vocab, cfg.emb_size, cfg.tie_embeddings)
         D = cfg.emb_size
         self.cfg, self.scale = cfg, math.sqrt(D)

@@ -1,0 +1,23 @@
+"""The one optimiser builder, for training and `--adapt` alike."""
+
+from __future__ import annotations
+
+import torch
+
+from nmt.models.base import Seq2Seq
+
+
+def build_optimizer(model: Seq2Seq, lr: float, weight_decay: float = 0.0) -> torch.optim.Adam:
+    """Adam with Vaswani et al.'s (2017) betas (0.9, 0.98) and eps 1e-9 over the model's own
+    parameter groups (`Seq2Seq.param_groups`); `set_lr` applies each group's scale."""
+    groups = [{"scale": 1.0, **group} for group in model.param_groups()]
+    optim = torch.optim.Adam(groups, lr=lr, betas=(0.9, 0.98), eps=1e-9,
+                             weight_decay=weight_decay)
+    set_lr(optim, lr)
+    return optim
+
+
+def set_lr(optim: torch.optim.Optimizer, lr: float) -> None:
+    """The rate of every group: `lr` times the group's scale."""
+    for group in optim.param_groups:
+        group["lr"] = lr * group.get("scale", 1.0)
