@@ -96,9 +96,9 @@ def adapt_curve(args, gold: list, lr: float) -> list[dict]:
 
     sources, targets = read_pairs(args.gold_dir / "hansards.en-fr")
     sides = []
-    for run, (src, tgt) in ((f"{args.family}_en-fr", (sources, targets)),
+    for run, (src, tgt) in ((args.family, (sources, targets)),
                             (f"{args.family}_fr-en", (targets, sources))):
-        cfg, vocab, model, _ = load_run(ROOT / "runs" / run)
+        cfg, vocab, model, _ = load_run(ROOT / "runs" / "hansards" / run)
         src_ids, tgt_ids = vocab.encode_src(src), vocab.encode_tgt(tgt)
         sides.append({"run": run, "model": model, "vocab": vocab, "ids": (src_ids, tgt_ids),
                       "steps": adapting(model, src_ids, tgt_ids, lr, cfg.train)})
@@ -138,7 +138,7 @@ def pooled_curve(args, gold: list) -> list[dict]:
 
     rows = []
     for steps in sorted(set(args.steps)):
-        paths = [(saved(args.out, f, steps, f"{f}_en-fr"), saved(args.out, f, steps, f"{f}_fr-en"))
+        paths = [(saved(args.out, f, steps, f), saved(args.out, f, steps, f"{f}_fr-en"))
                  for f in args.ensemble]
         if not all(a.is_file() and b.is_file() for a, b in paths):
             print(f"{steps:5d} skipped: not every family saved records at this step count")

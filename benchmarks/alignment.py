@@ -6,10 +6,10 @@ sentences, beside the diagonal baseline and the statistical aligner (eflomal).
 Every number comes from `nmt align`'s own code (`nmt.align.export.align_runs`, the eflomal
 extra in `nmt.align.statistical`, AER from `nmt.align.metrics`). It reads existing runs and
 skips missing ones with a line saying how to train them:
-    synthetic:  runs/conv/<family> and runs/conv/<family>_tgt-src
-                (nmt train -c configs/synth/converged/<family>[_tgt-src].yaml)
-    Hansards:   runs/<family>_en-fr and runs/<family>_fr-en (Multi30k en-fr / fr-en;
-                nmt train -c configs/multi30k/<family>_en-fr.yaml, and _fr-en)
+    synthetic:  runs/synth/<family> and runs/synth/<family>_tgt-src
+                (nmt train -c configs/synth/<family>.yaml [--set data.pair=tgt-src])
+    Hansards:   runs/hansards/<family> and runs/hansards/<family>_fr-en (Multi30k en-fr /
+                fr-en; nmt train -c configs/hansards/<family>.yaml [--set data.pair=fr-en])
 Writes reports/bench-align/alignment.md and alignment.json (+ each setting's `nmt align`
 output under reports/bench-align/<dataset>/).
 
@@ -38,32 +38,32 @@ from pathlib import Path
 from data_dirs import align_gold_dir, gold_dir_option
 
 ROOT = Path(__file__).resolve().parents[1]
-SYNTH_FAMILIES = ("bahdanau", "luong_general", "luong_local_m", "luong_local_p", "transformer")  # converged/
+SYNTH_FAMILIES = ("bahdanau", "luong_general", "luong_local_m", "luong_local_p", "transformer")
 HANSARDS_FAMILIES = ("bahdanau", "luong_general", "luong_local_m", "luong_local_p", "transformer")
 ADAPT_HANSARDS = 300  # out-of-domain text needs more steps (README "Adapting")
 
 
 def synth_dataset() -> dict:
-    """The synthetic corpus's test split with its gold; converged runs of every family."""
-    runs = [(f, ROOT / "runs" / "conv" / f, ROOT / "runs" / "conv" / f"{f}_tgt-src",
-             f"configs/synth/converged/{f}.yaml", f"configs/synth/converged/{f}_tgt-src.yaml")
+    """The synthetic corpus's test split with its gold; the 5-minute runs of every family."""
+    runs = [(f, ROOT / "runs" / "synth" / f, ROOT / "runs" / "synth" / f"{f}_tgt-src",
+             f"configs/synth/{f}.yaml", f"configs/synth/{f}.yaml --set data.pair=tgt-src")
             for f in SYNTH_FAMILIES]
     return {"name": "synth", "title": "synthetic test set (500 pairs, gold of the generator)",
             "runs": runs, "options": {"split": "test"}, "adapt": "adapt",
             "gold": ROOT / "data" / "synth" / "src-tgt" / "test.gold",
-            "config": ROOT / "configs" / "synth" / "converged" / "bahdanau.yaml"}
+            "config": ROOT / "configs" / "synth" / "bahdanau.yaml"}
 
 
 def hansards_dataset(gold_dir: Path) -> dict:
     """Hansards en-fr (Och & Ney 2003, 447 pairs) with models trained on Multi30k en-fr."""
-    runs = [(f, ROOT / "runs" / f"{f}_en-fr", ROOT / "runs" / f"{f}_fr-en",
-             f"configs/multi30k/{f}_en-fr.yaml", f"configs/multi30k/{f}_fr-en.yaml")
+    runs = [(f, ROOT / "runs" / "hansards" / f, ROOT / "runs" / "hansards" / f"{f}_fr-en",
+             f"configs/hansards/{f}.yaml", f"configs/hansards/{f}.yaml --set data.pair=fr-en")
             for f in HANSARDS_FAMILIES]
     return {"name": "hansards", "title": "Hansards en-fr (447 pairs, sure + possible gold)",
             "runs": runs, "adapt": "adapt_hansards",
             "options": {"pairs": gold_dir / "hansards.en-fr",
                         "gold": gold_dir / "hansards.en-fr.gold", "one_based": True},
-            "config": ROOT / "configs" / "multi30k" / "bahdanau_en-fr.yaml"}
+            "config": ROOT / "configs" / "hansards" / "bahdanau.yaml"}
 
 
 def trained(run: Path) -> bool:

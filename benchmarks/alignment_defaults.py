@@ -8,8 +8,8 @@ then every combination is reduced to words (`nmt.align.words.reduce_to_words`), 
 links (`links_from_matrix`) and scored (`alignment_error_rate`), so only the choice varies.
 Writes reports/bench-align/defaults.md and defaults.json.
 
-Usage: python benchmarks/alignment_defaults.py [--runs runs/conv/transformer ...]
-       [--hansards runs/bahdanau_en-fr ...] [--limit N] [--gold-dir DIR]
+Usage: python benchmarks/alignment_defaults.py [--runs runs/synth/transformer ...]
+       [--hansards runs/hansards/bahdanau ...] [--limit N] [--gold-dir DIR]
 The Hansards runs need the gold folder (hansards.en-fr, hansards.en-fr.gold): --gold-dir DIR
 or NMT_ALIGN_GOLD_DIR=DIR, asked for only when one of them is trained.
 """
@@ -25,10 +25,10 @@ import numpy as np
 from data_dirs import align_gold_dir, gold_dir_option
 
 ROOT = Path(__file__).resolve().parents[1]
-SYNTH_RUNS = [f"runs/conv/{f}" for f in ("bahdanau", "luong_general", "luong_local_p",
+SYNTH_RUNS = [f"runs/synth/{f}" for f in ("bahdanau", "luong_general", "luong_local_p",
                                          "transformer")]
-HANSARDS_RUNS = [f"runs/{f}_{d}" for f in ("bahdanau", "luong_general", "transformer")
-                 for d in ("en-fr", "fr-en")]
+HANSARDS_RUNS = [f"runs/hansards/{f}{d}" for f in ("bahdanau", "luong_general", "transformer")
+                 for d in ("", "_fr-en")]
 THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
 
 

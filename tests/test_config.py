@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+import yaml
 
 from nmt.config import (
     Config,
@@ -216,16 +217,57 @@ def test_save_then_load_round_trip(tmp_path):
     assert again.name == "demo"
 
 
-def test_configs_are_found():
-    assert any(p.parent.name == "synth" for p in CONFIGS)
-    assert any(p.parent.name == "multi30k" for p in CONFIGS)
-    assert any(p.parent.name == "converged" for p in CONFIGS)  # configs/synth/converged/
+def test_configs_are_found_by_purpose():
+    """configs/: one folder per purpose, one file per family there, a README, 25 files."""
+    assert {p.parent.name for p in CONFIGS} == {"demo", "synth", "multi30k", "hansards"}
+    assert (REPO / "configs" / "README.md").is_file()
+    assert len([p for p in (REPO / "configs").rglob("*") if p.is_file()]) <= 25
+    for path in CONFIGS:
+        assert path.read_text().startswith("# "), f"{path}: a header says what it is for"
+
+
+def test_the_default_run_name_gets_the_pair_when_the_pair_is_not_the_files(tmp_path):
+    """`--set data.pair=en-de` on bahdanau.yaml (de-en) trains runs/bahdanau_en-de, so the
+    two directions never share a run; the file's own pair, or an explicit name, keeps it."""
+    path = REPO / "configs" / "multi30k" / "bahdanau.yaml"
+    assert load_config(path).name == "bahdanau"
+    assert load_config(path, ["data.pair=de-en"]).name == "bahdanau"
+    assert load_config(path, ["data.pair=en-de"]).name == "bahdanau_en-de"
+    assert load_config(path, ["data.pair=en-de"]).run_dir == Path("runs/bahdanau_en-de")
+    assert load_config(path, ["data.pair=en-de", "name=mine"]).name == "mine"
+    named = tmp_path / "named.yaml"
+    named.write_text("name: fixed\ndata: {pair: de-en}\nmodel: {family: bahdanau}\n")
+    assert load_config(named, ["data.pair=en-de"]).name == "fixed"
+    bare = tmp_path / "bare.yaml"  # no data section: the default pair is the file's own
+    bare.write_text("model: {family: bahdanau}\n")
+    assert load_config(bare).name == "bare"
+    assert load_config(bare, ["data.pair=tgt-src"]).name == "bare_tgt-src"
+
+
+def test_a_run_saved_before_the_local_section_still_loads(tmp_path):
+    """Runs trained before 2026-12-01 saved model.window_start ... and the removed
+    model.position_lr / renormalise_steps: rundir.load_config reads them in today's keys."""
+    from nmt.rundir import load_config as load_run_config
+
+    old = {"name": "old", "model": {"family": "luong", "attention": "local-p", "window": 10,
+                                    "window_start": 60, "window_steps": 1500,
+                                    "position_limit": 3.0, "position_guide": 1.0,
+                                    "position_lr": 1.0, "renormalise_steps": 0}}
+    run = tmp_path / "old"
+    run.mkdir()
+    (run / "config.yaml").write_text(yaml.safe_dump(old))
+    cfg = load_run_config(run)
+    assert (cfg.local.window_start, cfg.local.window_steps, cfg.local.position_limit,
+            cfg.local.position_guide) == (60, 1500, 3.0, 1.0)
+    with pytest.raises(NMTError, match="'model.window_start' is now 'local.window_start'"):
+        config_from_dict(old)  # a user's config is told, not silently migrated
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: str(p.relative_to(REPO / "configs")))
 def test_every_shipped_config_loads(path):
     cfg = load_config(path)
     assert cfg.name == path.stem
+    assert cfg.run_dir.parent == Path(cfg.runs_dir)
     assert cfg.model.family in FAMILIES
     assert cfg.data.corpus in {"synth", *CORPORA}
 
