@@ -38,8 +38,8 @@ from nmt.errors import NMTError
 HEURISTICS = ("intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and")
 AGREEMENT = "agreement"
 SOFT = (AGREEMENT,)  # heuristics on the two maps, not on links
-# The agreement threshold, chosen on validation gold (README "Alignments"): synthetic
-# val 0.05 .. 0.5 -> AER 0.241 0.140 0.107 0.096 0.099 0.105 0.134 0.184, best at 0.2.
+# The agreement threshold, chosen on validation gold (synthetic validation and the
+# Hansards development prefix): docs/experiments/2026-11-30-choosing-the-defaults.md.
 DEFAULT_AGREEMENT = 0.2
 # (d_target, d_source) offsets, in the pseudo-code's order: edges first, then diagonals
 NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))

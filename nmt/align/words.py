@@ -105,10 +105,10 @@ def reading(weights: np.ndarray, shifted: bool | None = None, layer: int | None 
     """One (T', S) map per target piece from raw (L, H, T+1, S) weights.
 
     Single-map families: the map without its EOS row. Multi-layer/head models: head
-    average of `layer`, or by default the mean over every layer and head (measured: within
-    0.01 AER of the best layer on synthetic validation and Hansards, whose best layer
-    differs; README "Choosing the defaults"). Naive: row t is the step that predicts
-    piece t; `shifted` (Chen et al. 2020): the step whose input is piece t.
+    average of `layer`, or by default the mean over every layer and head (chosen by
+    measurement: docs/experiments/2026-11-30-choosing-the-defaults.md). Naive: row t is
+    the step that predicts piece t; `shifted` (Chen et al. 2020): the step whose input is
+    piece t.
     """
     L, H = weights.shape[:2]
     if L == 1 and H == 1 and not shifted:

@@ -108,8 +108,8 @@ class Transformer(Seq2Seq):
 
     initial_positions = 1024  # the sinusoid table doubles on demand: no length limit
     # Read naively (the cross-attention of the step that predicts the word). Chen et al.
-    # (2020) read large models shifted; measured here (README "Transformer reading"), naive
-    # beats shifted on every layer of the Multi30k en-fr Transformer on Hansards gold.
+    # (2020) read large models shifted; naive won here when measured:
+    # docs/experiments/2026-11-30-choosing-the-defaults.md ("Transformer reading").
     alignment_reading = "naive"
 
     def __init__(self, src_vocab: int, tgt_vocab: int, cfg: ModelConfig, joint: bool,
