@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install test demo bench bench-align multi30k lint clean mutants lab
+.PHONY: install test demo bench bench-align multi30k lint clean mutants lab docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ bench-align: $(STAMP)
 # (scripts/mutants.py --help: --files, --limit, --sample, --only, --named, --list).
 mutants: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python scripts/mutants.py $(ARGS)
+
+# The config reference in docs/configuration.md, from nmt/config.py's dataclasses and comments
+# (`python scripts/config_reference.py --check` says whether it is stale; a test checks it).
+docs: $(STAMP)
+	$(BIN)/python scripts/config_reference.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check nmt tests

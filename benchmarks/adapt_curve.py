@@ -1,6 +1,6 @@
 """AER against `--adapt` steps on Hansards en-fr, both directions, with the symmetrisations
 of `nmt align` (agreement at several thresholds, grow-diag-final-and, intersection): the
-measurement behind the adapt steps and the agreement threshold that the README recommends.
+measurement behind the adapt steps and the agreement threshold that docs/alignment.md recommends.
 
 Settings are chosen on a *development* prefix of the gold (the first 100 of the 447 pairs)
 and the remaining 347 pairs are reported beside it, so a choice can be checked on pairs

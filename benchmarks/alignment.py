@@ -40,7 +40,7 @@ from data_dirs import align_gold_dir, gold_dir_option
 ROOT = Path(__file__).resolve().parents[1]
 SYNTH_FAMILIES = ("bahdanau", "luong_general", "luong_local_m", "luong_local_p", "transformer")
 HANSARDS_FAMILIES = ("bahdanau", "luong_general", "luong_local_m", "luong_local_p", "transformer")
-ADAPT_HANSARDS = 300  # out-of-domain text needs more steps (README "Adapting")
+ADAPT_HANSARDS = 300  # out-of-domain text needs more steps (docs/alignment.md, "Adapting to the text")
 
 
 def synth_dataset() -> dict:
