@@ -166,6 +166,7 @@ class TrainConfig:
     log_every: int = positive(50)  # steps between progress lines
     align_sentences: int = non_negative(3)  # validation sentences whose attention is dumped each validation
     max_bad_steps: int = positive(5)  # consecutive non-finite losses before training stops
+    tensorboard: bool = False  # also log to runs/<name>/tensorboard (extra [tensorboard])
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from nmt.optim import build_optimizer, set_lr
 from nmt.progress import TrainDisplay
 from nmt.rundir import RunDir
 from nmt.schedule import Schedule, budget_used
+from nmt.tensorboard import Board
 from nmt.tokens import PAD
 from nmt.translate import translate_ids
 
@@ -123,6 +124,8 @@ class Trainer:
         self.cfg, self.quiet = cfg, quiet
         self.run = RunDir(cfg.run_dir)
         self._check_run_dir(resume)
+        self.board = Board(self.run.path / "tensorboard"  # train.tensorboard, rank 0 only
+                           if cfg.train.tensorboard and dist.is_main() else None)
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
         torch.manual_seed(cfg.train.seed)
@@ -239,8 +242,9 @@ class Trainer:
         n = self.cfg.train.align_sentences
         if n and dist.is_main():
             step = self.progress.step
-            dump_training_alignments(model, d.vocab, d.valid_src[:n], d.valid_tgt[:n],
-                                     self.run.align / "steps" / f"step{step:08d}.npz", step)
+            self.board.attention(step, dump_training_alignments(
+                model, d.vocab, d.valid_src[:n], d.valid_tgt[:n],
+                self.run.align / "steps" / f"step{step:08d}.npz", step))
         loss = total / max(tokens, 1)
         return {"valid_loss": loss, "valid_ppl": math.exp(min(loss, 50)), **scores}
 
@@ -270,7 +274,7 @@ class Trainer:
                     f"{c.data.concat} pairs (data.concat)" if c.data.concat > 1 else "")
                  + f"; vocabulary {d.vocab.src_size:,}/{d.vocab.tgt_size:,} pieces "
                  f"(vocab.size={c.vocab.size})")
-        with StopRequest() as stop, self.display:
+        with StopRequest() as stop, self.display, self.board:
             reason = self._loop(stop)
         if reason == "signal":
             self.progress.elapsed = self.elapsed()
@@ -338,6 +342,8 @@ class Trainer:
         lr = self.schedule.lr(p.step, self.used_budget())
         self.log({"kind": "train", "step": p.step, "epoch": p.epoch, "loss": loss, "lr": lr,
                   "tokens_per_s": tok_s * dist.world_size(), "elapsed": elapsed})
+        self.board.scalars(p.step, {"train/loss": loss, "train/lr": lr,
+                                    "train/tokens_per_s": tok_s * dist.world_size()})
         self.say(f"step {p.step:>6} | epoch {p.epoch:>3} | loss {loss:6.3f} | lr {lr:.2e} | "
                  f"{tok_s * dist.world_size():7.0f} tgt tok/s | {elapsed / 60:5.1f} min")
 
@@ -352,6 +358,8 @@ class Trainer:
         p.history.append({"step": p.step, "elapsed": elapsed, "bleu": record["bleu"]})
         self.log({"kind": "valid", "step": p.step, "epoch": p.epoch, "elapsed": elapsed,
                   "train_tokens_per_s": p.tokens / max(p.train_seconds, 1e-9), **record})
+        self.board.scalars(p.step, {"valid/loss": record["valid_loss"],
+                                    "valid/bleu": record["bleu"], "valid/chrf": record["chrf"]})
         self.say(f"valid step {p.step}: loss {record['valid_loss']:.3f} ppl "
                  f"{record['valid_ppl']:.2f} BLEU {record['bleu']:.2f} chrF "
                  f"{record['chrf']:.2f}{' (best)' if improved else ''}")
