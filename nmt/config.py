@@ -97,6 +97,11 @@ class VocabConfig:
     # hypotheses are in the references' form; nmt_nfkc (SentencePiece's default) would emit
     # "..." for "…" and "fi" for "ﬁ". Also: nfkc, nmt_nfkc_cf, nfkc_cf (case-folded).
     normalization: str = one_of("identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf")
+    # subword regularisation (Kudo 2018): each epoch re-segments the training pairs by sampling
+    # (seeded by train.seed + epoch); validation, test, alignment and translation keep the best
+    # segmentation. alpha: SentencePiece's smoothing (unigram; bpe: the dropout rate), 0 = off
+    sampling_alpha: float = 0.0
+    sampling_nbest: int = -1  # sample among the n best segmentations (-1 = all; unigram)
 
 
 @dataclass(frozen=True)
@@ -265,6 +270,11 @@ def _validate(cfg: Config, where: str) -> None:
             check = f.metadata.get("check")
             if check and not _CHECKS[check](value):
                 raise NMTError(f"{where}: '{key}' must be {check}, got {value!r}")
+    v = cfg.vocab
+    if not 0.0 <= v.sampling_alpha <= 1.0 or v.sampling_nbest == 0 or v.sampling_nbest < -1:
+        raise NMTError(f"{where}: 'vocab.sampling_alpha' must be in [0, 1] (0 = off) and "
+                       f"'vocab.sampling_nbest' -1 (all) or at least 1, got "
+                       f"{v.sampling_alpha!r} and {v.sampling_nbest!r}")
     parts = cfg.data.pair.split("-")
     if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
         raise NMTError(f"{where}: 'data.pair' must look like 'de-en', got {cfg.data.pair!r}")

@@ -65,6 +65,8 @@ class Data:
     valid_tgt: list
     pairs: int  # the corpus's training pairs, and those kept by data.max_len (before
     kept: int  # data.concat joins them into train_src/train_tgt)
+    # vocab.sampling_alpha: the kept pairs' text, segmented anew each epoch (sampled_examples)
+    train_text: tuple[list[str], list[str]] | None = None
 
 
 def load_data(cfg: Config) -> Data:
@@ -84,10 +86,26 @@ def load_data(cfg: Config) -> Data:
     _, refs = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, cfg.data.valid)
     n = cfg.train.valid_sentences or len(v_src)
     pairs, kept = len(src), len(keep)
+    text = None
+    if cfg.vocab.sampling_alpha:  # max_len filters on the best segmentation
+        lines = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, cfg.data.train)
+        text = tuple([side[i] for i in keep] for side in lines)
     if cfg.data.concat > 1:
         src, tgt = join_pairs(src, tgt, keep, cfg.data.concat, cfg.train.seed)
         keep = list(range(len(src)))
-    return Data(vocab, src, tgt, keep, v_src[:n], refs[:n], v_tgt[:n], pairs, kept)
+    return Data(vocab, src, tgt, keep, v_src[:n], refs[:n], v_tgt[:n], pairs, kept, text)
+
+
+def sampled_examples(cfg: Config, d: Data, epoch: int) -> tuple[list, list]:
+    """vocab.sampling_alpha: epoch `epoch`'s training examples, the kept pairs segmented by
+    sampling (seeded by train.seed + epoch, so a resumed run draws the same) and joined into
+    the same runs of pairs as load_data's (join_pairs' draws do not depend on the ids)."""
+    v = cfg.vocab
+    src, tgt = d.vocab.sample_pairs(*d.train_text, v.sampling_alpha, v.sampling_nbest,
+                                    cfg.train.seed + epoch)
+    if cfg.data.concat > 1:
+        return join_pairs(src, tgt, list(range(len(src))), cfg.data.concat, cfg.train.seed)
+    return src, tgt
 
 
 def loss_fn(model: Seq2Seq, batch, smoothing: float) -> torch.Tensor:
@@ -200,6 +218,9 @@ class Trainer:
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         d = self.data
+        if d.train_text is not None:  # this epoch's sampled segmentation, its own lengths
+            d.train_src, d.train_tgt = sampled_examples(self.cfg, d, epoch)
+            d.train_idx = list(range(len(d.train_src)))
         lengths = [(len(s), len(t)) for s, t in zip(d.train_src, d.train_tgt)]
         batches = token_batches(lengths, self.cfg.train.batch_tokens,
                                 self.cfg.train.seed + epoch, d.train_idx)

@@ -56,6 +56,21 @@ class Vocab:
     def encode_tgt(self, lines: list[str]) -> list[list[int]]:
         return self.tgt.encode([normalise(x) for x in lines])
 
+    def sample_pairs(self, src_lines: list[str], tgt_lines: list[str], alpha: float, nbest: int,
+                     seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Subword regularisation (Kudo 2018): one segmentation of each pair drawn from
+        SentencePiece's distribution (`alpha`, `nbest` as its nbest_size; BPE: dropout `alpha`),
+        as encode_src/encode_tgt shape them. The same `seed` draws the same segmentations:
+        SentencePiece's generator is global and is reproducible on one thread only."""
+        import sentencepiece as spm
+
+        options = {"enable_sampling": True, "alpha": alpha, "nbest_size": nbest, "num_threads": 1}
+        spm.set_random_generator_seed(seed % (2**32 - 1))  # 2**32 - 1 means "unseeded"
+        src = self.src.encode([normalise(x) for x in src_lines], **options)
+        tgt = self.tgt.encode([normalise(x) for x in tgt_lines], **options)
+        return ([np.asarray(ids + [EOS], dtype=np.int32) for ids in src],
+                [np.asarray(ids, dtype=np.int32) for ids in tgt])
+
     @property
     def normalization(self) -> str:
         """The SentencePiece rule the target model applies, read from its behaviour (the
@@ -126,7 +141,9 @@ def prepare_vocab(cfg: Config) -> Path:
     directory = corpus_dir(root, cfg.data.corpus, cfg.data.pair)
     src_file = directory / f"{cfg.data.train}.{cfg.src_lang}"
     tgt_file = directory / f"{cfg.data.train}.{cfg.tgt_lang}"
-    key = json.dumps({"vocab": asdict(cfg.vocab), "src": _sha(src_file), "tgt": _sha(tgt_file)},
+    options = {k: v for k, v in asdict(cfg.vocab).items()  # sampling: training only, same model
+               if k not in ("sampling_alpha", "sampling_nbest")}
+    key = json.dumps({"vocab": options, "src": _sha(src_file), "tgt": _sha(tgt_file)},
                      sort_keys=True)
     out = directory / "spm" / hashlib.sha256(key.encode()).hexdigest()[:16]
     if (out / "options.json").is_file():  # complete: folders appear by rename only

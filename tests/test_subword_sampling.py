@@ -1,0 +1,116 @@
+"""vocab.sampling_alpha (subword regularisation, Kudo 2018): training pairs are segmented
+anew each epoch, reproducibly; validation keeps the best segmentation; alpha 0 is as before."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nmt.config import config_from_dict, config_to_dict
+from nmt.data.batching import filter_long
+from nmt.data.corpora import load_split
+from nmt.data.subwords import encode_split, prepare_vocab
+from nmt.errors import NMTError
+from nmt.tokens import EOS
+from nmt.train import Trainer, sampled_examples
+from tests.test_train import MODELS, tiny_config
+
+
+def _config(data_root, tmp_path, name, concat=1, train=None, **vocab):
+    cfg = tiny_config(data_root, tmp_path, name, MODELS["bahdanau"], max_steps=2, **(train or {}))
+    raw = config_to_dict(cfg)
+    raw["vocab"].update(vocab)
+    raw["data"]["concat"] = concat
+    return config_from_dict(raw)
+
+
+def _same(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def _text(vocab, ids) -> str:
+    return vocab.tgt.decode([int(i) for i in ids if i > EOS])  # joint: one model
+
+
+def test_training_is_sampled_validation_keeps_the_best(data_root, tmp_path):
+    cfg = _config(data_root, tmp_path, "sampled", sampling_alpha=0.1)
+    trainer = Trainer(cfg, quiet=True)
+    d = trainer.data
+    best_src, best_tgt, keep = list(d.train_src), list(d.train_tgt), list(d.train_idx)
+    valid = list(d.valid_src)
+    batches = trainer.epoch_batches(0)
+    src, tgt = d.train_src, d.train_tgt
+    assert len(src) == len(keep) and d.train_idx == list(range(len(keep)))
+    changed = sum(not np.array_equal(s, best_src[k]) for s, k in zip(src, keep))
+    assert changed > len(keep) // 4, changed  # many pairs split otherwise...
+    for s, t, k in zip(src[:200], tgt[:200], keep):  # ...into the same text
+        assert _text(d.vocab, s) == _text(d.vocab, best_src[k]) and s[-1] == EOS
+        assert _text(d.vocab, t) == _text(d.vocab, best_tgt[k])
+    # the batches are those of the sampled lengths: each stays under the token budget
+    assert sorted(i for b in batches for i in b) == list(range(len(keep)))
+    for b in batches:
+        longest = max(max(len(src[i]), len(tgt[i]) + 1) for i in b)
+        assert len(b) == 1 or longest * len(b) <= cfg.train.batch_tokens
+    # validation keeps the best segmentation, the cached one
+    v_src, _ = encode_split(cfg, prepare_vocab(cfg), cfg.data.valid)
+    assert _same(d.valid_src, valid) and _same(valid, v_src[:len(valid)])
+    lines, _ = load_split(data_root, "synth", cfg.data.pair, cfg.data.valid)
+    assert _same(valid[:50], [np.asarray(x) for x in d.vocab.encode_src(lines[:50])])
+
+
+def test_same_seed_and_epoch_draw_the_same_segmentation(data_root, tmp_path):
+    cfg = _config(data_root, tmp_path, "sampled_a", sampling_alpha=0.1, sampling_nbest=-1)
+    trainer = Trainer(cfg, quiet=True)
+    d = trainer.data
+    first = sampled_examples(cfg, d, 1)
+    other = sampled_examples(cfg, d, 2)
+    assert not _same(first[0], other[0])
+    again = sampled_examples(cfg, d, 1)
+    assert _same(first[0], again[0]) and _same(first[1], again[1])
+    # a second trainer (a resumed run) draws the same epoch, batches included
+    fresh = Trainer(_config(data_root, tmp_path, "sampled_b", sampling_alpha=0.1), quiet=True)
+    assert fresh.epoch_batches(1) == trainer.epoch_batches(1)
+    assert _same(fresh.data.train_src, first[0]) and _same(fresh.data.train_tgt, first[1])
+
+
+def test_joined_examples_keep_their_pairs(data_root, tmp_path):
+    """data.concat: the sampled examples join the same runs of pairs as the best ones."""
+    cfg = _config(data_root, tmp_path, "sampled_concat", concat=3, sampling_alpha=0.1)
+    d = Trainer(cfg, quiet=True).data
+    best = list(d.train_src), list(d.train_tgt)
+    src, tgt = sampled_examples(cfg, d, 0)
+    assert len(src) == len(best[0]) < d.kept
+    for i in range(0, len(src), 7):
+        assert _text(d.vocab, src[i]) == _text(d.vocab, best[0][i])
+        assert _text(d.vocab, tgt[i]) == _text(d.vocab, best[1][i])
+
+
+def test_alpha_zero_trains_on_the_cached_best_segmentation(data_root, tmp_path):
+    cfg = _config(data_root, tmp_path, "not_sampled")
+    assert cfg.vocab.sampling_alpha == 0.0 and cfg.vocab.sampling_nbest == -1
+    trainer = Trainer(cfg, quiet=True)
+    d = trainer.data
+    src, tgt = encode_split(cfg, prepare_vocab(cfg), cfg.data.train)
+    keep = filter_long(src, tgt, cfg.data.max_len)
+    assert d.train_text is None and d.train_idx == keep
+    before = d.train_src, d.train_tgt
+    assert trainer.epoch_batches(0) == trainer.epoch_batches(0)
+    assert d.train_src is before[0] and d.train_tgt is before[1]  # untouched, not re-encoded
+    assert _same(d.train_src, src) and _same(d.train_tgt, tgt)
+
+
+def test_a_sampled_run_trains(data_root, tmp_path):
+    cfg = _config(data_root, tmp_path, "sampled_fit", train={"log_every": 1},
+                  sampling_alpha=0.2, sampling_nbest=8)
+    trainer = Trainer(cfg, quiet=True)
+    progress = trainer.fit()
+    assert progress.step == 2
+    losses = [r["loss"] for r in trainer.run.read_metrics() if r["kind"] == "train"]
+    assert len(losses) == 2 and all(np.isfinite(losses))
+
+
+@pytest.mark.parametrize("key, value", [("sampling_alpha", 1.5), ("sampling_alpha", -0.1),
+                                        ("sampling_nbest", 0), ("sampling_nbest", -2)])
+def test_sampling_options_are_checked(data_root, tmp_path, key, value):
+    with pytest.raises(NMTError, match="vocab.sampling_alpha"):
+        _config(data_root, tmp_path, "bad", **{key: value})
