@@ -80,3 +80,40 @@ def check_vocab(payload: dict, vocab: Any, path: Path, hint: str) -> None:
     if sizes != (vocab.src_size, vocab.tgt_size):
         raise NMTError(f"{path}: trained with vocabularies of {sizes[0]}/{sizes[1]} pieces but "
                        f"{hint}")
+
+
+def kept_checkpoints(directory: Path) -> list[Path]:
+    """The checkpoints `train.keep_last` keeps (step<N>.pt), oldest first."""
+    return sorted(Path(directory).glob("step*.pt"))
+
+
+def average_run(run: Path, last: int) -> tuple[Path, list[Path]]:
+    """Write checkpoints/averaged.pt: the element-wise mean of the parameters of the run's
+    last `last` kept checkpoints (Vaswani et al. 2017, section 6.1)."""
+    directory = Path(run) / "checkpoints"
+    kept = kept_checkpoints(directory)
+    if not kept:
+        raise NMTError(f"{directory}: no kept checkpoints (step*.pt) to average; train with "
+                       "--set train.keep_last=5")
+    if len(kept) < last:
+        raise NMTError(f"{directory}: only {len(kept)} kept checkpoints, fewer than --last "
+                       f"{last}; pass --last {len(kept)} or keep more (train.keep_last)")
+    used = kept[-last:]
+    payloads = [load_checkpoint(p) for p in used]
+    first = payloads[0]
+    for path, payload in zip(used[1:], payloads[1:]):
+        if payload["model"].keys() != first["model"].keys() or any(
+                payload["model"][k].shape != v.shape for k, v in first["model"].items()):
+            raise NMTError(f"{path}: its parameters do not match {used[0]}'s; they are not "
+                           "checkpoints of one model")
+    averaged = {}
+    for key, value in first["model"].items():
+        if value.is_floating_point():
+            stack = torch.stack([p["model"][key].double() for p in payloads])
+            averaged[key] = stack.mean(0).to(value.dtype)
+        else:
+            averaged[key] = payloads[-1]["model"][key]
+    out = directory / "averaged.pt"
+    save_checkpoint(out, {**{k: v for k, v in payloads[-1].items() if k != "format"},
+                          "model": averaged, "averaged_from": [p.name for p in used]})
+    return out, used

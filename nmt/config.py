@@ -171,6 +171,8 @@ class TrainConfig:
     log_every: int = positive(50)  # steps between progress lines
     align_sentences: int = non_negative(3)  # validation sentences whose attention is dumped each validation
     max_bad_steps: int = positive(5)  # consecutive non-finite losses before training stops
+    keep_last: int = non_negative(0)  # keep the weights of the last N validations as
+    #   checkpoints/step<N>.pt, for `nmt average` (0 = none)
     tensorboard: bool = False  # also log to runs/<name>/tensorboard (extra [tensorboard])
 
 

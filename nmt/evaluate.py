@@ -45,13 +45,23 @@ def bleu_by_length(sources: list[str], hyps: list[str], refs: list[str]) -> list
 def evaluate_run(run_path: Path, split: str, beam: int | None = None,
                  limit: int = 0, align: bool = True) -> dict:
     """Decode a split of the run's corpus, write hyps/scores.json, dump its attention."""
+    from nmt.api import load
+
+    return evaluate_model(load(run_path), split, beam, limit, align)
+
+
+def evaluate_model(model, split: str, beam: int | None = None, limit: int = 0,
+                   align: bool = True, write: bool = True) -> dict:
+    """Decode a split of the corpus of `model` (an `nmt.api.Model`: one run or an
+    ensemble), score it and, with `write`, save hyps/<split>.txt, the attention of the
+    split and the entry in the run's scores.json."""
     from nmt.align.extract import dump_split_alignments
     from nmt.data.corpora import load_split
     from nmt.progress import counting
-    from nmt.rundir import RunDir, load_run
+    from nmt.rundir import RunDir
 
-    cfg, vocab, model, _ = load_run(run_path)
-    run = RunDir(run_path)
+    cfg, vocab, module = model.cfg, model.vocab, model.module
+    run = RunDir(model.path)
     sources, refs = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, split)
     src_ids = vocab.encode_src(sources)
     if limit:
@@ -59,16 +69,18 @@ def evaluate_run(run_path: Path, split: str, beam: int | None = None,
     beam = beam or cfg.decode.beam
     tick = time.perf_counter()
     with counting(len(src_ids), f"decoding {split}"):  # a bar on a terminal
-        hyps = translate_ids(model, vocab, src_ids, cfg.decode, beam)
+        hyps = translate_ids(module, vocab, src_ids, cfg.decode, beam)
     seconds = time.perf_counter() - tick
-    run.hyps.mkdir(parents=True, exist_ok=True)
-    (run.hyps / f"{split}.txt").write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
     entry = {**bleu_chrf(hyps, refs), "beam": beam, "sentences": len(hyps),
              "sentences_per_s": round(len(hyps) / max(seconds, 1e-9), 2),
              "by_length": bleu_by_length(sources, hyps, refs)}
-    if align and model.has_attention:
+    if not write:
+        return entry
+    run.hyps.mkdir(parents=True, exist_ok=True)
+    (run.hyps / f"{split}.txt").write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+    if align and module.has_attention:
         with counting(len(src_ids), f"aligning {split}"):
             entry["alignment"] = dump_split_alignments(
-                model, vocab, src_ids, vocab.encode_tgt(refs), run.align / f"{split}.npz", cfg)
+                module, vocab, src_ids, vocab.encode_tgt(refs), run.align / f"{split}.npz", cfg)
     run.write_scores(split, entry)
     return entry

@@ -3,7 +3,9 @@
 runs/<name>/
   config.yaml            resolved config
   spm/                   SentencePiece model(s) the run was trained with
-  checkpoints/best.pt    best validation BLEU; checkpoints/last.pt most recent
+  checkpoints/best.pt    best validation BLEU; checkpoints/last.pt most recent;
+                         step<N>.pt the last train.keep_last validations' weights;
+                         averaged.pt their mean (nmt average)
   metrics.jsonl          one JSON object per log line / validation
   hyps/<split>.txt       decoded hypotheses
   scores.json            sacreBLEU BLEU/chrF with signatures, BLEU by length
@@ -77,6 +79,9 @@ def load_run(path: Path | str, which: str = "best") -> tuple[Config, Vocab, Seq2
     ckpt_path = run.checkpoint(which)
     if which == "best" and not ckpt_path.is_file():
         ckpt_path = run.checkpoint("last")
+    if which == "averaged" and not ckpt_path.is_file():
+        raise NMTError(f"{ckpt_path}: no averaged checkpoint; write it with "
+                       f"`nmt average --run {run.path} --last N`")
     payload = load_checkpoint(ckpt_path)
     vocab = Vocab.from_dir(run.spm)
     check_vocab(payload, vocab, ckpt_path, f"{run.spm} has {vocab.src_size}/{vocab.tgt_size}; "

@@ -58,6 +58,54 @@ def greedy(model: Seq2Seq, src: Tensor, ratio: float = 1.5, offset: int = 10) ->
             [i for i in row if i != PAD] for row in rows]
 
 
+@torch.no_grad()
+def sample(model: Seq2Seq, src: Tensor, ratio: float = 1.5, offset: int = 10, top_k: int = 0,
+           top_p: float = 1.0, temperature: float = 1.0,
+           generator: torch.Generator | None = None) -> list[tuple[list[int], float]]:
+    """Draw each token from softmax(log p / temperature) cut to the `top_k` most likely
+    tokens (0 = all) or to the smallest set whose probability reaches `top_p` (nucleus
+    sampling, Holtzman et al. 2020), until EOS or the length limit; PAD and BOS are never
+    drawn (`constrain`). Returns (ids, the sum of the model's log-probabilities of them).
+    A temperature near 0 draws the arg-max: greedy search."""
+    enc = model.encode(src)
+    state = model.init_state(enc)
+    limit = max_lengths(src, ratio, offset)
+    B = src.size(0)
+    prev = torch.full((B,), BOS, dtype=torch.long, device=src.device)
+    done = torch.zeros(B, dtype=torch.bool, device=src.device)
+    total = torch.zeros(B, device=src.device)
+    out = []
+    for t in range(int(limit.max())):
+        log_probs, state, _ = model.step(prev, state, enc)
+        log_probs = constrain(log_probs, t + 1 >= limit)
+        probs = filter_top(log_probs / max(temperature, 1e-8), top_k, top_p).softmax(-1)
+        token = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        total += log_probs.gather(1, token[:, None]).squeeze(1).masked_fill(done, 0.0)
+        prev = token.masked_fill(done, PAD)
+        out.append(prev)
+        done |= (prev == EOS) | (t + 1 >= limit)
+        if done.all():
+            break
+    rows = torch.stack(out, 1).tolist()
+    ids = [[i for i in row[:row.index(EOS)] if i != PAD] if EOS in row else
+           [i for i in row if i != PAD] for row in rows]
+    return list(zip(ids, total.tolist()))
+
+
+def filter_top(logits: Tensor, top_k: int = 0, top_p: float = 1.0) -> Tensor:
+    """`logits` (B, V) with every token outside the top k (k > 0), or outside the
+    smallest most-likely set of probability >= top_p, set to -inf; the best always stays."""
+    if top_k > 0:
+        kth = logits.topk(min(top_k, logits.size(-1)), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        before = sorted_logits.softmax(-1).cumsum(-1) - sorted_logits.softmax(-1)
+        drop = before >= top_p  # the mass of the better tokens already reaches top_p
+        logits = logits.masked_fill(drop.scatter(1, order, drop), float("-inf"))
+    return logits
+
+
 def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
     """GNMT (Wu et al., 2016): lp(Y) = ((5 + |Y|) / 6) ** alpha."""
     return ((5.0 + length) / 6.0) ** alpha

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from nmt import distributed as dist
-from nmt.checkpoint import check_vocab, load_checkpoint, save_checkpoint
+from nmt.checkpoint import check_vocab, kept_checkpoints, load_checkpoint, save_checkpoint
 from nmt.config import Config, config_to_dict, save_config
 from nmt.data.batching import filter_long, iterate_batches, join_pairs, token_batches
 from nmt.data.corpora import load_split
@@ -206,6 +206,19 @@ class Trainer:
         }
         save_checkpoint(self.run.checkpoint(which), payload)
 
+    def _keep(self) -> None:
+        """train.keep_last: this validation's weights as checkpoints/step<N>.pt (weights
+        only: they are for averaging), the oldest beyond N removed."""
+        n = self.cfg.train.keep_last
+        if not n or not dist.is_main():
+            return
+        payload = {"model": self.model.state_dict(), "progress": {"step": self.progress.step},
+                   "config": config_to_dict(self.cfg), "src_vocab": self.data.vocab.src_size,
+                   "tgt_vocab": self.data.vocab.tgt_size}
+        save_checkpoint(self.run.checkpoint(f"step{self.progress.step:08d}"), payload)
+        for old in kept_checkpoints(self.run.checkpoints)[:-n]:
+            old.unlink()
+
     def log(self, record: dict) -> None:
         if not dist.is_main():
             return
@@ -387,6 +400,7 @@ class Trainer:
         if improved:
             self.save("best")
         self.save("last")
+        self._keep()
 
     def _finish(self, reason: str) -> str:
         p = self.progress

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from itertools import islice
+import json
+from collections.abc import Iterable
 from typing import TextIO
 
 import torch
@@ -11,19 +11,23 @@ import torch
 from nmt.config import DecodeConfig
 from nmt.data.batching import pad
 from nmt.data.subwords import Vocab
-from nmt.errors import NMTError
 from nmt.models.base import Seq2Seq
 from nmt.progress import tick
-from nmt.search import beam_search, greedy
+from nmt.search import beam_search, greedy, sample
 from nmt.tokens import EOS
 
 MAX_SOURCE = 1000  # longer inputs are cut to this many subwords before decoding
-CHUNK_LINES = 1000  # `translate_lines` reads, decodes and yields this many lines at a time
 
 
 def decode_batch(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig, beam: int,
-                 n_best: int = 1) -> list[list[tuple[list[int], float]]]:
-    """n-best (ids, score) per sentence; beam 1 runs greedy search."""
+                 n_best: int = 1, sampling=None, generator=None
+                 ) -> list[list[tuple[list[int], float]]]:
+    """n-best (ids, score) per sentence; beam 1 runs greedy search; `sampling`
+    (nmt.api.Sampling) draws one translation per sentence instead."""
+    if sampling is not None:
+        return [[hyp] for hyp in sample(model, src, cfg.max_len_ratio, cfg.max_len_offset,
+                                        sampling.top_k, sampling.top_p, sampling.temperature,
+                                        generator)]
     if beam == 1 and n_best == 1:
         return [[(ids, 0.0)] for ids in greedy(model, src, cfg.max_len_ratio, cfg.max_len_offset)]
     hyps = beam_search(model, src, beam, cfg.length_penalty, cfg.max_len_ratio,
@@ -32,13 +36,18 @@ def decode_batch(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig, beam: int
 
 
 def nbest_ids(model: Seq2Seq, src_ids: list, cfg: DecodeConfig, beam: int | None = None,
-              n_best: int = 1) -> list[list[tuple[list[int], float]]]:
+              n_best: int = 1, sampling=None) -> list[list[tuple[list[int], float]]]:
     """The search's own n-best (target ids without BOS/EOS, score) per sentence, decoded
-    in length-sorted batches and returned in input order.
+    in length-sorted batches and returned in input order; with `sampling`
+    (nmt.api.Sampling), one sample per sentence from a generator seeded by sampling.seed.
 
     An empty source (EOS only) gives one empty hypothesis, so lines stay aligned.
     """
     beam = beam or cfg.beam
+    generator = None
+    if sampling is not None:
+        generator = torch.Generator(device=next(model.parameters()).device)
+        generator.manual_seed(sampling.seed)
     model.eval()
     out: list[list[tuple[list[int], float]]] = [[([], 0.0)] for _ in src_ids]
     todo = sorted((i for i, s in enumerate(src_ids) if len(s) > 1), key=lambda i: len(src_ids[i]))
@@ -47,18 +56,11 @@ def nbest_ids(model: Seq2Seq, src_ids: list, cfg: DecodeConfig, beam: int | None
         chunk = todo[start:start + cfg.batch_size]
         seqs = [clip_source(src_ids[i]) for i in chunk]
         src = pad(seqs).to(next(model.parameters()).device)
-        for i, hyps in zip(chunk, decode_batch(model, src, cfg, beam, n_best)):
+        for i, hyps in zip(chunk, decode_batch(model, src, cfg, beam, n_best, sampling,
+                                               generator)):
             out[i] = hyps
         tick(len(chunk))
     return out
-
-
-def translate_nbest(model: Seq2Seq, vocab: Vocab, src_ids: list, cfg: DecodeConfig,
-                    beam: int | None = None, n_best: int = 1
-                    ) -> list[list[tuple[str, float]]]:
-    """`nbest_ids` as text."""
-    return [[(vocab.decode_tgt(ids), score) for ids, score in hyps]
-            for hyps in nbest_ids(model, src_ids, cfg, beam, n_best)]
 
 
 def clip_source(ids: list[int]) -> list[int]:
@@ -69,37 +71,32 @@ def clip_source(ids: list[int]) -> list[int]:
 
 def translate_ids(model: Seq2Seq, vocab: Vocab, src_ids: list, cfg: DecodeConfig,
                   beam: int | None = None) -> list[str]:
-    return [nbest[0][0] for nbest in translate_nbest(model, vocab, src_ids, cfg, beam)]
+    """The best translation of each encoded source, as text."""
+    return [vocab.decode_tgt(hyps[0][0]) for hyps in nbest_ids(model, src_ids, cfg, beam)]
 
 
-def translate_lines(model: Seq2Seq, vocab: Vocab, lines: Iterable[str], cfg: DecodeConfig,
-                    beam: int | None = None, n_best: int | None = None,
-                    chunk: int = CHUNK_LINES) -> Iterator[list[list[tuple[str, float]]]]:
-    """Translate a stream of lines `chunk` at a time (length-sorted batches inside each
-    chunk), yielding each chunk's n-best lists in input order as soon as it is decoded:
-    output starts after the first chunk and memory does not grow with the input.
+def write_translations(chunks: Iterable[list], out: TextIO, n_best: int = 1,
+                       fmt: str = "text", alignments: bool = False) -> None:
+    """Write `nmt.api.Translation`s chunk by chunk, flushed after every chunk.
 
-    `n_best` defaults to `cfg.n_best`, `beam` to `cfg.beam` (at least `n_best`).
+    text: one line per sentence (`text`, or `text<TAB>links` with `alignments`), or with
+    n_best > 1 `n_best` lines `text<TAB>score[<TAB>links]` per sentence, padded with empty
+    ones; links are word-level Pharaoh `source-target`, 0-based. jsonl: one JSON object
+    per input line (text, score, pieces, links when asked, n_best when n_best > 1).
     """
-    n_best = n_best or cfg.n_best
-    if beam is not None and n_best > beam:
-        raise NMTError(f"--n-best {n_best} is larger than --beam {beam}; a beam of k keeps "
-                       "at most k hypotheses")
-    beam = beam or max(cfg.beam, n_best)
-    lines = iter(lines)
-    while block := list(islice(lines, chunk)):
-        yield translate_nbest(model, vocab, vocab.encode_src(block), cfg, beam, n_best)
+    from nmt.align.io import format_pharaoh
 
-
-def write_nbest(chunks: Iterable[list[list[tuple[str, float]]]], out: TextIO,
-                n_best: int) -> None:
-    """One line per sentence, or `n_best` lines `text<TAB>score` (padded with empty ones),
-    flushed after every chunk."""
     for chunk in chunks:
-        for nbest in chunk:
-            if n_best == 1:
-                out.write(nbest[0][0] + "\n")
-            else:
-                for text, score in nbest + [("", 0.0)] * (n_best - len(nbest)):
-                    out.write(f"{text}\t{score:.4f}\n")
+        for t in chunk:
+            if fmt == "jsonl":
+                out.write(json.dumps(t.as_dict(), ensure_ascii=False) + "\n")
+                continue
+            hyps = t.hypotheses if n_best > 1 else t.hypotheses[:1]
+            for h in hyps + [None] * (n_best - len(hyps)):
+                fields = [h.text if h else ""]
+                if n_best > 1:
+                    fields.append(f"{h.score:.4f}" if h else "0.0000")
+                if alignments:
+                    fields.append(format_pharaoh(h.links) if h else "")
+                out.write("\t".join(fields) + "\n")
         out.flush()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import select
@@ -12,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+import nmt
 from nmt.config import DecodeConfig
 from nmt.errors import NMTError
-from nmt.rundir import load_run
 from nmt.train import Trainer
-from nmt.translate import translate_lines, translate_nbest, write_nbest
+from nmt.translate import translate_ids, write_translations
 from tests.test_train import MODELS, short_pairs, tiny_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,20 +42,25 @@ class Recorder(io.StringIO):
         self.flushed.append(self.getvalue())
 
 
+def _model(run, **decode):
+    model = nmt.load(run)
+    model.cfg = dataclasses.replace(model.cfg, decode=DecodeConfig(**decode))
+    return model
+
+
 def test_chunks_come_out_in_input_order_and_are_flushed(run, data_root):
-    _, vocab, model, _ = load_run(run)
+    model = _model(run, beam=1, batch_size=2)
     sources, _ = short_pairs(data_root, 12)
-    cfg = DecodeConfig(beam=1, batch_size=2)
-    expected = [nbest[0][0] for nbest in translate_nbest(model, vocab, vocab.encode_src(sources),
-                                                         cfg)]
+    expected = translate_ids(model.module, model.vocab, model.vocab.encode_src(sources),
+                             model.cfg.decode)
     out = Recorder()
-    write_nbest(translate_lines(model, vocab, iter(sources), cfg, chunk=5), out, n_best=1)
+    write_translations(model.translate_chunks(iter(sources), chunk=5), out)
     assert out.getvalue().splitlines() == expected
     assert [len(text.splitlines()) for text in out.flushed] == [5, 10, 12]
 
 
 def test_what_was_decoded_before_a_failure_is_already_written(run, data_root):
-    _, vocab, model, _ = load_run(run)
+    model = _model(run, beam=1)
     sources, _ = short_pairs(data_root, 8)
 
     def lines():
@@ -63,21 +69,22 @@ def test_what_was_decoded_before_a_failure_is_already_written(run, data_root):
 
     out = Recorder()
     with pytest.raises(OSError):
-        write_nbest(translate_lines(model, vocab, lines(), DecodeConfig(beam=1), chunk=3), out,
-                    n_best=1)
+        write_translations(model.translate_chunks(lines(), chunk=3), out)
     assert len(out.flushed[-1].splitlines()) == 6  # two whole chunks written and flushed
 
 
-def test_decode_n_best_is_the_default_and_the_flag_overrides_it(run, data_root):
-    _, vocab, model, _ = load_run(run)
+def test_n_best_lists_and_their_limit(run, data_root):
+    model = _model(run, beam=4)
     sources, _ = short_pairs(data_root, 3)
-    chunks = list(translate_lines(model, vocab, sources, DecodeConfig(beam=4, n_best=3)))
-    assert [len(nbest) for nbest in chunks[0]] == [3, 3, 3]
-    chunks = list(translate_lines(model, vocab, sources, DecodeConfig(beam=4, n_best=3),
-                                  n_best=2))
-    assert [len(nbest) for nbest in chunks[0]] == [2, 2, 2]
+    chunks = list(model.translate_chunks(sources, n_best=3))
+    assert [len(t.hypotheses) for t in chunks[0]] == [3, 3, 3]
+    scores = [h.score for h in chunks[0][0].hypotheses]
+    assert scores == sorted(scores, reverse=True)
+    out = Recorder()
+    write_translations([chunks[0]], out, n_best=3)
+    assert len(out.getvalue().splitlines()) == 9
     with pytest.raises(NMTError, match="n-best 5.*beam 4"):
-        list(translate_lines(model, vocab, sources, DecodeConfig(beam=4), beam=4, n_best=5))
+        model.translate(sources, beam=4, n_best=5)
 
 
 def test_the_cli_writes_the_first_chunk_before_stdin_closes(run, data_root):

@@ -69,7 +69,8 @@ class AlignOptions:
     @property
     def heuristics(self) -> list[str]:
         """The symmetrisations asked for; agreement when only --reverse is given (it beat
-        every link heuristic on the synthetic validation gold, README "Alignments")."""
+        every link heuristic on the synthetic validation gold: docs/experiments/, choosing
+        the defaults)."""
         return list(self.symmetrize) or ([AGREEMENT] if self.reverse else [])
 
 
@@ -137,11 +138,12 @@ def extract_run(run: Path, sources: list[str], targets: list[str], opts: AlignOp
     """Records of one run for every `opts.methods`: forced on `targets`, or free on the
     run's own translation (the search's ids, not re-encoded text); adapted first when
     `opts.adapt`. The run's checkpoint is only read."""
+    from nmt.api import load
     from nmt.progress import counting
-    from nmt.rundir import load_run
     from nmt.translate import nbest_ids
 
-    cfg, vocab, model, _ = load_run(run)
+    loaded = load(run)  # the Python API's model: the CLI and the API read runs one way
+    cfg, vocab, model = loaded.cfg, loaded.vocab, loaded.module
     src_ids = vocab.encode_src(sources)
     if opts.mode == "free":
         with counting(len(src_ids), f"{run.name}: translating"):  # a bar on a terminal

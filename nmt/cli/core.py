@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -89,45 +90,94 @@ def train(config: ConfigOpt, set_: SetOpt = None,
                    f"(beam {entry['beam']}) -> {cfg.run_dir / 'scores.json'}")
 
 
+class OutputFormat(str, Enum):
+    text = "text"
+    jsonl = "jsonl"
+
+
+class Checkpoint(str, Enum):
+    best = "best"
+    last = "last"
+    averaged = "averaged"
+
+
+class AlignMethod(str, Enum):
+    attention = "attention"
+    saliency = "saliency"
+
+
+RunsOpt = Annotated[list[Path], typer.Option(
+    "--run", "-r", help="run directory; repeat for an ensemble (one vocabulary)")]
+CheckpointOpt = Annotated[Checkpoint, typer.Option(
+    help="which checkpoint: best, last, or averaged (nmt average)")]
+
+
 @app.command()
 def translate(
-    run: RunOpt,
+    run: RunsOpt,
     sentences: Annotated[list[str] | None, typer.Argument(help="sentences to translate")] = None,
     input_: Annotated[Path | None, typer.Option("--input", "-i", help="file, one sentence a line")] = None,
     beam: Annotated[int | None, typer.Option(min=1, help="beam size (1 = greedy)")] = None,
     n_best: Annotated[int | None, typer.Option(
         min=1, help="hypotheses per sentence, each `text<TAB>score` (default: decode.n_best)")] = None,
+    alignments: Annotated[bool, typer.Option(
+        "--alignments", help="add word links after a tab: Pharaoh source-target, 0-based")] = False,
+    method: Annotated[AlignMethod, typer.Option(help="with --alignments: attention or saliency")] = AlignMethod.attention,
+    fmt: Annotated[OutputFormat, typer.Option("--format", help="text, or jsonl: one JSON object per line")] = OutputFormat.text,
+    sampling: Annotated[str | None, typer.Option(help="sample instead of search: top-k:K or top-p:P")] = None,
+    temperature: Annotated[float, typer.Option(min=0.0, help="with --sampling: softmax temperature")] = 1.0,
+    seed: Annotated[int, typer.Option(help="with --sampling: random seed")] = 0,
+    checkpoint: CheckpointOpt = Checkpoint.best,
 ) -> None:
     """Translate sentences given as arguments, in a file (--input) or on stdin, streaming:
     each chunk of 1,000 lines is written (in input order) as soon as it is decoded."""
+    import nmt
+    from nmt.api import CHUNK_LINES, Sampling
     from nmt.data.corpora import line_source
-    from nmt.rundir import load_run
-    from nmt.translate import CHUNK_LINES, translate_lines, write_nbest
+    from nmt.translate import write_translations
 
     if beam is not None and n_best is not None and n_best > beam:
         raise NMTError(f"--n-best {n_best} is larger than --beam {beam}")
-    cfg, vocab, model, _ = load_run(run)
-    n_best = n_best or cfg.decode.n_best
+    plan = Sampling.parse(sampling, temperature, seed) if sampling else None
+    model = nmt.load(*run, checkpoint=checkpoint.value)
+    n_best = n_best or (1 if plan else model.cfg.decode.n_best)
     typing = input_ is None and not sentences and sys.stdin.isatty()  # a line at a time
     with line_source(None if sentences else input_) as lines:
-        chunks = translate_lines(model, vocab, sentences or lines, cfg.decode, beam, n_best,
-                                 chunk=1 if typing else CHUNK_LINES)
-        write_nbest(chunks, sys.stdout, n_best)
+        chunks = model.translate_chunks(sentences or lines, beam, n_best, alignments,
+                                        method.value, plan,
+                                        chunk=1 if typing else CHUNK_LINES)
+        write_translations(chunks, sys.stdout, n_best, fmt.value, alignments)
+
+
+@app.command()
+def average(
+    run: RunOpt,
+    last: Annotated[int, typer.Option(min=1, help="average the last N kept checkpoints")] = 5,
+) -> None:
+    """Average the parameters of a run's last N kept checkpoints (train.keep_last) into
+    checkpoints/averaged.pt; select it with --checkpoint averaged."""
+    from nmt.checkpoint import average_run
+
+    path, used = average_run(run, last)
+    typer.echo(f"wrote {path} (the mean of {len(used)}: {', '.join(p.name for p in used)})")
 
 
 @app.command()
 def evaluate(
-    run: RunOpt,
+    run: RunsOpt,
     split: Annotated[str | None, typer.Option(help="split name (default: the config's test)")] = None,
     beam: Annotated[int | None, typer.Option(min=1, help="beam size (default: config)")] = None,
     limit: Annotated[int, typer.Option(min=0, help="only the first N sentences (0 = all)")] = 0,
+    checkpoint: CheckpointOpt = Checkpoint.best,
 ) -> None:
-    """Decode a split, score it with sacreBLEU (BLEU, chrF) and dump its attention."""
-    from nmt.evaluate import evaluate_run
-    from nmt.rundir import load_config
+    """Decode a split, score it with sacreBLEU (BLEU, chrF) and dump its attention; with
+    several --run, the ensemble's scores are printed and nothing is written."""
+    import nmt
+    from nmt.evaluate import evaluate_model
 
-    split = split or load_config(run).data.test
-    entry = evaluate_run(run, split, beam, limit)
+    model = nmt.load(*run, checkpoint=checkpoint.value)
+    split = split or model.cfg.data.test
+    entry = evaluate_model(model, split, beam, limit, write=len(run) == 1)
     typer.echo(f"{split}: BLEU {entry['bleu']:.2f} chrF {entry['chrf']:.2f} "
                f"({entry['sentences']} sentences, beam {entry['beam']}, "
                f"{entry['sentences_per_s']:.1f} sent/s)")
