@@ -1,21 +1,46 @@
 /* nmt explore: one sentence at a time, one panel per record set.
  * The data (script#nmt-data) is written by nmt/explore/payload.py: per sentence and panel, every
  * view's word-level matrix (T x S, row-major) as uint8 (weight * 255) in one base64 string.
- * Only the current sentence is decoded and drawn. */
+ * Only the current sentence is decoded and drawn.
+ * A panel entry may carry its own "src"/"tgt" words (nmt serve's free mode: each run's own
+ * translation); pointing at a word then lights the same word in the other panels.
+ * The page reads script#nmt-data when it has one; nmt serve calls
+ * window.nmtExplorer.show(data, {decorate(panel, card), summary, hash}) instead. */
 (() => {
   "use strict";
-  const DATA = JSON.parse(document.getElementById("nmt-data").textContent);
-  const PANELS = DATA.panels;
-  const SENTS = DATA.sentences;
+  let DATA, PANELS, SENTS, TEXTS, hooks = {};
   const $ = (id) => document.getElementById(id);
   const state = {
-    list: SENTS.map((_, k) => k), // positions (into SENTS) that match the search
+    list: [], // positions (into SENTS) that match the search
     pos: 0, // position of the sentence shown
     row: -1, col: -1, // highlighted target row / source column
-    view: PANELS.map((p) => p.default), // view index shown by each panel
-    diff: false, a: 0, b: Math.min(1, PANELS.length - 1),
+    from: { src: "s", tgt: "s" }, // whose words row/col index: "s" the sentence's, "p<k>" panel k's own
+    view: [], // view index shown by each panel
+    diff: false, a: 0, b: 0,
   };
-  let drawn = []; // the panels on screen: {title, vals, signed, cells, rowHeads, colHeads, srcSpans}
+  let drawn = []; // the panels on screen: {title, vals, signed, cells, rowHeads, colHeads, srcSpans, src, tgt, keys}
+
+  function setData(data) {
+    const old = PANELS || [];
+    DATA = data;
+    PANELS = data.panels;
+    SENTS = data.sentences;
+    TEXTS = SENTS.map(sentenceText);
+    state.list = SENTS.map((_, k) => k);
+    const same = (p, q) => q && p.title === q.title && p.layers === q.layers && p.heads === q.heads && p.saved === q.saved;
+    state.view = PANELS.map((p, k) => (same(p, old[k]) && state.view[k] < nViews(p) ? state.view[k] : p.default));
+    state.a = Math.min(state.a, PANELS.length - 1);
+    state.b = Math.min(Math.max(state.b, 1), PANELS.length - 1);
+    state.row = state.col = -1;
+    state.from = { src: "s", tgt: "s" };
+    decoded.clear(); // matrices of the previous data
+  }
+
+  // Words of panel p of sentence s, and whose they are ("s": the sentence's, shared).
+  function words(s, p) {
+    const e = s.p[p] || {};
+    return { src: e.src || s.src, tgt: e.tgt || s.tgt, keys: { src: e.src ? `p${p}` : "s", tgt: e.tgt ? `p${p}` : "s" } };
+  }
 
   // ------------------------------------------------------------------------------ views
   const multi = (p) => p.layers * p.heads > 1;
@@ -45,7 +70,7 @@
 
   const decoded = new Map(); // "pos/panel" -> Uint8Array of all views (current sentence only)
   function matrix(pos, p) { // -> {vals: Float32Array (T*S), aer} or {note}
-    const s = SENTS[pos], entry = s.p[p], T = s.tgt.length, S = s.src.length;
+    const s = SENTS[pos], entry = s.p[p], w = words(s, p), T = w.tgt.length, S = w.src.length;
     if (!entry || !entry.m) return { note: (entry && entry.note) || "no matrix" };
     const key = `${pos}/${p}`;
     if (!decoded.has(key)) decoded.set(key, decode(entry.m));
@@ -92,7 +117,7 @@
       box.append(p);
     };
     line(`#${s.i} source`, s.src, "col");
-    line("target", s.tgt, "row");
+    if (s.tgt.length) line("target", s.tgt, "row");
   }
 
   function controls(p, card) {
@@ -125,7 +150,7 @@
     card.append(bar);
   }
 
-  function drawMatrix(card, s, m, signed, gold) {
+  function drawMatrix(card, s, m, signed, gold) { // s: the words {src, tgt}
     const T = s.tgt.length, S = s.src.length;
     const shade = el("p", "src-shade"), srcSpans = [];
     s.src.forEach((w, i) => {
@@ -186,31 +211,36 @@
   }
 
   function drawPanel(p, s, gold) {
-    const spec = PANELS[p], m = matrix(state.pos, p);
+    const spec = PANELS[p], m = matrix(state.pos, p), w = words(s, p);
     const label = viewLabel(spec, state.view[p]);
     const aer = m.aer === null || m.aer === undefined ? "" : ` — AER ${m.aer.toFixed(3)}`;
     const c = card(spec.title + aer, spec.kind);
     c.dataset.panel = p;
+    if (hooks.decorate) hooks.decorate(p, c);
     if (label) c.append(el("p", "view", label));
     if (multi(spec) && !m.note) controls(p, c);
     if (m.note) {
       c.append(el("p", "note", m.note));
       return { el: c, title: spec.title };
     }
-    return { el: c, title: spec.title, vals: m.vals, signed: false, ...drawMatrix(c, s, m, false, gold) };
+    if (w.keys.src !== "s" || w.keys.tgt !== "s") gold = {}; // gold belongs to the sentence's words
+    return { el: c, title: spec.title, vals: m.vals, signed: false, ...w, ...drawMatrix(c, w, m, false, gold) };
   }
 
   function drawDiff(s, gold) {
     const a = matrix(state.pos, state.a), b = matrix(state.pos, state.b);
+    const wa = words(s, state.a), wb = words(s, state.b);
     const title = `difference: ${PANELS[state.a].title} − ${PANELS[state.b].title}`;
     const c = card(title, "difference");
     c.dataset.panel = "diff";
-    if (a.note || b.note || state.a === state.b) {
-      c.append(el("p", "note", state.a === state.b ? "choose two different panels" : "a panel has no matrix for this sentence"));
+    const other = wa.src.join(" ") !== wb.src.join(" ") || wa.tgt.join(" ") !== wb.tgt.join(" ");
+    if (a.note || b.note || state.a === state.b || other) {
+      c.append(el("p", "note", state.a === state.b ? "choose two different panels" : other ? "the two panels have different words" : "a panel has no matrix for this sentence"));
       return { el: c, title };
     }
     const vals = a.vals.map((v, k) => v - b.vals[k]);
-    return { el: c, title, vals, signed: true, ...drawMatrix(c, s, { vals }, true, gold) };
+    if (wa.keys.src !== "s" || wa.keys.tgt !== "s") gold = {};
+    return { el: c, title, vals, signed: true, ...wa, ...drawMatrix(c, wa, { vals }, true, gold) };
   }
 
   function render() {
@@ -224,40 +254,68 @@
     $("position").textContent = `${k + 1} / ${state.list.length}` + (state.list.length < SENTS.length ? ` (of ${SENTS.length})` : "");
     $("sentence-list").value = String(state.pos);
     $("legend").className = state.diff ? "legend diverging" : "legend";
-    if (state.row >= s.tgt.length) state.row = -1;
-    if (state.col >= s.src.length) state.col = -1;
-    highlight(state.row, state.col);
+    const from = origin(state.from);
+    if (!from || state.row >= from.tgt.length) state.row = -1;
+    if (!from || state.col >= from.src.length) state.col = -1;
+    highlight(state.row, state.col, from ? state.from : undefined);
   }
 
   // -------------------------------------------------------------------------- highlighting
-  function highlight(row, col) {
+  // The words behind keys {src, tgt} ("s": the sentence's, "p<k>": panel k's own), or null.
+  function origin(keys) {
+    const s = SENTS[state.pos], pick = (key, axis) => {
+      if (key === "s") return s[axis];
+      const d = drawn.find((x) => x.keys && x.keys[axis] === key);
+      return d ? d[axis] : null;
+    };
+    const src = pick(keys.src, "src"), tgt = pick(keys.tgt, "tgt");
+    return src && tgt ? { src, tgt } : null;
+  }
+
+  // Indices of `list` (words keyed `key`) that show word `at` of the pointed words: the same
+  // index in the same words, the same word elsewhere.
+  function matching(list, key, at, fromKey, fromList) {
+    if (at < 0) return [];
+    if (key === fromKey) return at < list.length ? [at] : [];
+    return list.flatMap((w, k) => (w === fromList[at] ? [k] : []));
+  }
+
+  function highlight(row, col, fromKeys = { src: "s", tgt: "s" }) {
+    const from = origin(fromKeys) || { src: [], tgt: [] };
     state.row = row;
     state.col = col;
-    const S = SENTS[state.pos].src.length;
+    state.from = fromKeys;
     for (const d of drawn) {
       if (!d.cells) continue;
+      const S = d.src.length;
+      const rows = matching(d.tgt, d.keys.tgt, row, fromKeys.tgt, from.tgt);
+      const cols = matching(d.src, d.keys.src, col, fromKeys.src, from.src);
       d.cells.forEach((r, j) => r.forEach((td, i) => {
-        td.classList.toggle("hl-row", j === row);
-        td.classList.toggle("hl-col", i === col);
-        td.classList.toggle("hl", j === row || i === col);
+        const inRow = rows.includes(j), inCol = cols.includes(i);
+        td.classList.toggle("hl-row", inRow);
+        td.classList.toggle("hl-col", inCol);
+        td.classList.toggle("hl", inRow || inCol);
       }));
       d.rowHeads.forEach((th, j) => {
-        th.classList.toggle("hl", j === row);
-        const v = row < 0 && col >= 0 ? d.vals[j * S + col] : null;
+        th.classList.toggle("hl", rows.includes(j));
+        const v = row < 0 && cols.length ? d.vals[j * S + cols[0]] : null;
         th.style.background = v === null ? "" : colour(v, d.signed);
         th.style.color = v === null ? "" : ink(v, d.signed);
       });
-      d.colHeads.forEach((th, i) => th.classList.toggle("hl", i === col));
+      d.colHeads.forEach((th, i) => th.classList.toggle("hl", cols.includes(i)));
       d.srcSpans.forEach((span, i) => {
-        const v = row >= 0 ? d.vals[row * S + i] : null;
+        const v = rows.length ? d.vals[rows[0] * S + i] : null;
         span.style.background = v === null ? "" : colour(v, d.signed);
         span.style.color = v === null ? "" : ink(v, d.signed);
-        span.classList.toggle("hl", i === col);
+        span.classList.toggle("hl", cols.includes(i));
       });
     }
+    const s = SENTS[state.pos];
+    const rows = matching(s.tgt, "s", row, fromKeys.tgt, from.tgt);
+    const cols = matching(s.src, "s", col, fromKeys.src, from.src);
     document.querySelectorAll("#sentence .word").forEach((w) => {
-      const on = (w.dataset.row !== undefined && Number(w.dataset.row) === row) ||
-        (w.dataset.col !== undefined && Number(w.dataset.col) === col);
+      const on = (w.dataset.row !== undefined && rows.includes(Number(w.dataset.row))) ||
+        (w.dataset.col !== undefined && cols.includes(Number(w.dataset.col)));
       w.classList.toggle("hl", on);
     });
   }
@@ -267,19 +325,18 @@
     if (!t) return;
     const row = t.dataset.row === undefined ? -1 : Number(t.dataset.row);
     const col = t.dataset.col === undefined ? -1 : Number(t.dataset.col);
-    highlight(row, col);
-    const s = SENTS[state.pos], card = t.closest(".panel");
-    if (t.tagName === "TD" && card) {
-      const d = drawn.find((x) => x.el === card);
-      $("status").textContent = `${d.title}: ${s.tgt[row]} → ${s.src[col]} = ${t.dataset.v}`;
+    const card = t.closest(".panel"), d = card && drawn.find((x) => x.el === card && x.keys);
+    const w = d || SENTS[state.pos];
+    highlight(row, col, d ? d.keys : undefined);
+    if (t.tagName === "TD" && d) {
+      $("status").textContent = `${d.title}: ${w.tgt[row]} → ${w.src[col]} = ${t.dataset.v}`;
     } else {
-      $("status").textContent = row >= 0 ? `target “${s.tgt[row]}”` : `source “${s.src[col]}”`;
+      $("status").textContent = row >= 0 ? `target “${w.tgt[row]}”` : `source “${w.src[col]}”`;
     }
   }
 
   // ----------------------------------------------------------------------------- picking
   const sentenceText = (s) => `${s.src.join(" ")} ${s.tgt.join(" ")}`.toLowerCase();
-  const TEXTS = SENTS.map(sentenceText);
 
   function fillList() {
     const sel = $("sentence-list");
@@ -291,7 +348,7 @@
 
   function go(pos) {
     state.pos = pos;
-    if (history.replaceState) history.replaceState(null, "", `#${SENTS[pos].i}`);
+    if (history.replaceState && hooks.hash !== false) history.replaceState(null, "", `#${SENTS[pos].i}`);
     render();
   }
 
@@ -323,7 +380,7 @@
 
   function onKey(e) {
     const tag = (e.target.tagName || "").toLowerCase();
-    if (tag === "input" || tag === "select" || e.altKey || e.ctrlKey || e.metaKey) return;
+    if (tag === "input" || tag === "select" || tag === "textarea" || e.altKey || e.ctrlKey || e.metaKey) return;
     if (e.key === "ArrowRight" || e.key === "ArrowLeft") {
       step(e.key === "ArrowRight" ? 1 : -1);
       e.preventDefault();
@@ -337,14 +394,7 @@
     }
   }
 
-  function init() {
-    const gold = DATA.gold ? `; gold outlines: ${DATA.gold} (solid sure, dashed possible)` : "";
-    $("summary").textContent = `${SENTS.length} sentences × ${PANELS.length} panels` +
-      (DATA.split ? ` · split ${DATA.split}` : "") + gold +
-      ". Hover or focus a word; ← → change sentence.";
-    $("notes").replaceChildren(...DATA.notes.map((n) => el("p", "note", n)));
-    fillList();
-    setupDiff();
+  function bind() { // once: the listeners of the page's fixed elements
     $("prev").onclick = () => step(-1);
     $("next").onclick = () => step(1);
     $("search").oninput = (e) => search(e.target.value);
@@ -355,13 +405,30 @@
       $(id).addEventListener("mouseleave", () => { highlight(-1, -1); $("status").textContent = ""; });
     }
     document.addEventListener("keydown", onKey);
-    const fromHash = SENTS.findIndex((s) => `#${s.i}` === location.hash);
+  }
+
+  function show(data, options = {}) { // (re)draw the page for `data` (payload.py's document)
+    hooks = options;
+    setData(data);
+    const gold = DATA.gold ? `; gold outlines: ${DATA.gold} (solid sure, dashed possible)` : "";
+    $("summary").textContent = options.summary !== undefined ? options.summary :
+      `${SENTS.length} sentences × ${PANELS.length} panels` +
+      (DATA.split ? ` · split ${DATA.split}` : "") + gold +
+      ". Hover or focus a word; ← → change sentence.";
+    $("notes").replaceChildren(...(DATA.notes || []).map((n) => el("p", "note", n)));
+    fillList();
+    setupDiff();
+    const fromHash = options.hash === false ? -1 : SENTS.findIndex((s) => `#${s.i}` === location.hash);
     if (!SENTS.length) {
+      drawn = [];
       $("panels").replaceChildren(el("p", "note", "no sentences"));
       return;
     }
     go(fromHash < 0 ? 0 : fromHash);
   }
 
-  init();
+  bind();
+  window.nmtExplorer = { show, highlight: (row, col) => highlight(row, col) };
+  const inline = document.getElementById("nmt-data");
+  if (inline) show(JSON.parse(inline.textContent));
 })();

@@ -25,21 +25,16 @@ class Explorer:
     notes: list[str]
 
 
-def _asset(name: str) -> str:
+def asset(name: str) -> str:
     return (files("nmt.explore") / name).read_text(encoding="utf-8")
 
 
-def render_page(payload: dict) -> str:
-    """The page: markup skeleton, the CSS and JS assets, and the data as inline JSON
-    (every "<" escaped, so no sentence can close the script element)."""
-    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
-    title = html.escape(payload["title"])
+def skeleton(picker: bool = True) -> str:
+    """The elements explorer.js draws into (nmt serve's page has them too; without
+    `picker` the sentence picker is there but hidden)."""
+    hidden = "" if picker else " hidden"
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-        f"<title>{title}</title><style>{_asset('explorer.css')}</style></head><body>\n"
-        f"<header><h1>{title}</h1><p id=\"summary\"></p></header>\n"
-        "<nav id=\"picker\" aria-label=\"sentence picker\">"
+        f"<nav id=\"picker\" aria-label=\"sentence picker\"{hidden}>"
         "<button id=\"prev\" title=\"previous sentence (←)\">◀</button>"
         "<button id=\"next\" title=\"next sentence (→)\">▶</button>"
         "<input id=\"search\" type=\"search\" placeholder=\"search source or target words\">"
@@ -51,8 +46,22 @@ def render_page(payload: dict) -> str:
         "<select id=\"diff-b\" aria-label=\"panel B\"></select>"
         "<span id=\"legend\"></span><span id=\"status\" aria-live=\"polite\"></span></section>\n"
         "<main id=\"panels\"></main>\n<footer id=\"notes\"></footer>\n"
+    )
+
+
+def render_page(payload: dict) -> str:
+    """The page: markup skeleton, the CSS and JS assets, and the data as inline JSON
+    (every "<" escaped, so no sentence can close the script element)."""
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    title = html.escape(payload["title"])
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>{title}</title><style>{asset('explorer.css')}</style></head><body>\n"
+        f"<header><h1>{title}</h1><p id=\"summary\"></p></header>\n"
+        f"{skeleton()}"
         f"<script id=\"nmt-data\" type=\"application/json\">{data}</script>\n"
-        f"<script>{_asset('explorer.js')}</script>\n</body></html>\n"
+        f"<script>{asset('explorer.js')}</script>\n</body></html>\n"
     )
 
 
