@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from nmt.cli import align, core, explore, lab  # noqa: F401  (register commands)
+from nmt.cli import align, core, explore, lab, serve  # noqa: F401  (register commands)
 from nmt.cli.app import STATE, app
 from nmt.errors import NMTError
 

@@ -1,0 +1,68 @@
+"""`nmt serve` (registered on the main app): the live attention playground (docs/serve.md)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nmt.cli.app import app
+
+ALL_INTERFACES = ("0.0.0.0", "::", "[::]", "")
+
+
+@app.command()
+def serve(
+    runs: Annotated[list[Path], typer.Argument(
+        help="run directories, loaded once at start; clients name them by index or name")],
+    host: Annotated[str, typer.Option(help="address to listen on (0.0.0.0: every "
+                                           "interface; the API has no authentication)")
+                    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="port (0: any free one)")] = 8000,
+    reverse: Annotated[list[Path] | None, typer.Option(
+        help="the k-th RUN's other direction (once per RUN, in order): adds the reverse "
+             "and symmetrised panels")] = None,
+    threads: Annotated[int, typer.Option(min=0, help="torch threads (0: torch's default)")] = 0,
+    max_concurrent: Annotated[int, typer.Option(min=1, hidden=True,
+                                                help="decodes at once")] = 2,
+    max_waiting: Annotated[int, typer.Option(min=0, hidden=True,
+                                             help="requests waiting for a decode slot")] = 8,
+    queue_timeout: Annotated[float, typer.Option(min=0.0, hidden=True,
+                                                 help="seconds a request waits for a slot")
+                             ] = 10.0,
+    decode_delay: Annotated[float, typer.Option(min=0.0, hidden=True,
+                                                help="testing: hold each slot this long")
+                            ] = 0.0,
+) -> None:
+    """A live attention playground: a page and a JSON API (/docs) over the runs given."""
+    from nmt.serve import require
+
+    require()
+    import torch
+    import uvicorn
+
+    from nmt.serve.app import Limits, create_app
+    from nmt.serve.runs import load_runs
+
+    if threads:
+        torch.set_num_threads(threads)
+    served = load_runs(list(runs), list(reverse or []))
+    limits = Limits(max_concurrent=max_concurrent, max_waiting=max_waiting,
+                    queue_timeout=queue_timeout, decode_delay=decode_delay)
+    application = create_app(served, limits)
+    if host in ALL_INTERFACES:
+        typer.echo(f"nmt serve: warning: listening on every interface ({host or '0.0.0.0'}): "
+                   "anyone who can reach this machine can use the models; there is no "
+                   "authentication", err=True)
+    shown = f"[{host}]" if ":" in host else host
+    names = ", ".join(f"{s.index} {s.name}" for s in served)
+    typer.echo(f"nmt serve: {len(served)} runs ({names}) at http://{shown}:{port}/ "
+               "(API docs: /docs); Ctrl-C stops", err=True)
+    # the server's log: uvicorn's, plus nmt.serve's (failed requests' tracebacks, by id)
+    log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    log_config["loggers"]["nmt.serve"] = {"handlers": ["default"], "level": "INFO",
+                                          "propagate": False}
+    uvicorn.run(application, host=host, port=port, log_level="info", log_config=log_config,
+                timeout_keep_alive=5, limit_concurrency=max_concurrent + max_waiting + 32)
