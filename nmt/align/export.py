@@ -17,6 +17,7 @@ from nmt.align.bidirectional import (
     symmetrized_records,
 )
 from nmt.align.extract import collect
+from nmt.align.guided import reading_of
 from nmt.align.io import (
     AlignmentRecord,
     corpus_gold,
@@ -61,6 +62,7 @@ class AlignOptions:
     adapt_lr: float = DEFAULT_LR
     statistical: bool = False  # one more row: eflomal on the corpus + the pairs (align extra)
     ensemble: bool = False  # rows of the mean map of all --run (and of all --reverse)
+    checkpoint: str = "best"  # best | last | averaged (nmt average)
 
     @property
     def shifted(self) -> bool | None:
@@ -142,7 +144,7 @@ def extract_run(run: Path, sources: list[str], targets: list[str], opts: AlignOp
     from nmt.progress import counting
     from nmt.translate import nbest_ids
 
-    loaded = load(run)  # the Python API's model: the CLI and the API read runs one way
+    loaded = load(run, checkpoint=opts.checkpoint)  # the Python API's model: the CLI and the API read runs one way
     cfg, vocab, model = loaded.cfg, loaded.vocab, loaded.module
     src_ids = vocab.encode_src(sources)
     if opts.mode == "free":
@@ -166,12 +168,15 @@ def extract_run(run: Path, sources: list[str], targets: list[str], opts: AlignOp
             continue
         attention = method == "attention"
         start = time.perf_counter()
+        read = {}
+        if attention:  # asked for, else the run's own (a guided run: its supervised heads)
+            read = {"layer": opts.layer, "shifted": opts.shifted}
+            if opts.layer is None and opts.shifted is None:
+                read.update(reading_of(cfg))
         with counting(len(src_ids), f"{run.name}: {method}"):
             out.records[method] = collect(
-                model, vocab, src_ids, tgt_ids, method=method, meta=meta,
-                layer=opts.layer if attention else None,
-                shifted=opts.shifted if attention else None, links=opts.links,
-                threshold=opts.threshold)
+                model, vocab, src_ids, tgt_ids, method=method, meta=meta, links=opts.links,
+                threshold=opts.threshold, **read)
         out.seconds[method] = time.perf_counter() - start
     return out
 

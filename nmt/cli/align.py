@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from nmt.cli.app import app
+from nmt.cli.app import Checkpoint, app
 
 
 class Mode(str, Enum):
@@ -74,6 +74,7 @@ def align(
     statistical: Annotated[bool, typer.Option("--statistical", help="add a statistical aligner's row: eflomal trained on the run's corpus plus the pairs (pip install -e '.[align]')")] = False,
     over_training: Annotated[bool, typer.Option("--over-training", help="draw one validation sentence across training steps")] = False,
     sentence: Annotated[int, typer.Option(min=0, help="sentence for --over-training")] = 0,
+    checkpoint: Annotated[Checkpoint, typer.Option(help="which checkpoint: best, last, or averaged (nmt average)")] = Checkpoint.best,
 ) -> None:
     """Export attention matrices, hard links and plots; AER against gold alignments."""
     from nmt.align.export import AlignOptions, align_runs, over_training_grid
@@ -88,7 +89,7 @@ def align(
         plot=plot, fmt=fmt.value, layer=layer, reading=reading.value, links=links.value,
         threshold=threshold, methods=[m.value for m in method or [Method.attention]],
         reverse=list(reverse or []), symmetrize=[h.value for h in symmetrize or []],
-        adapt=adapt, statistical=statistical, ensemble=ensemble,
+        adapt=adapt, statistical=statistical, ensemble=ensemble, checkpoint=checkpoint.value,
         **({"adapt_lr": adapt_lr} if adapt_lr is not None else {}),
         **({"agreement": agreement_threshold} if agreement_threshold is not None else {}))
     for name, row in align_runs(opts).items():

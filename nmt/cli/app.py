@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -17,6 +18,14 @@ ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="YAML config fil
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", help="override a config key, e.g. --set model.hidden_size=128 (repeatable)")]
 RunOpt = Annotated[Path, typer.Option("--run", "-r", help="run directory, e.g. runs/bahdanau")]
+
+
+class Checkpoint(str, Enum):
+    """Which of a run's checkpoints to load (averaged: written by `nmt average`)."""
+
+    best = "best"
+    last = "last"
+    averaged = "averaged"
 
 
 @app.callback()
