@@ -195,10 +195,13 @@ class Model:
     def align_ids(self, src_ids: list, tgt_ids: list, method: str = "attention",
                   mode: str = "forced", **kwargs) -> list[AlignmentRecord]:
         """Records of encoded pairs (src ids end in EOS, tgt ids do not), in the run's
-        default reading; `kwargs` go to `nmt.align.extract.collect` (layer, shifted,
-        links, threshold)."""
+        default reading (a guided run's supervised layer and heads); `kwargs` go to
+        `nmt.align.extract.collect` (layer, heads, shifted, links, threshold)."""
         from nmt.align.extract import collect
+        from nmt.align.guided import reading_of
 
+        if method == "attention":  # a guided run is read at its supervised heads
+            kwargs = {**reading_of(self.cfg), **kwargs}
         if method == "attention" and not self.module.has_attention:
             raise NMTError(f"{self.path}: {self.family} has no attention to align with; use "
                            "method saliency (--method saliency)")

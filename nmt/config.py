@@ -149,6 +149,23 @@ class LocalConfig:
 
 
 @dataclass(frozen=True)
+class GuidedConfig:
+    """Guided alignment (Garg et al. 2019; for RNN attention Chen et al. 2016): attention
+    taught by a teacher's word links (docs/alignment.md). Off by default (the papers)."""
+
+    # lambda: the training loss adds weight * the cross-entropy from each target piece's
+    # normalised teacher links to the supervised attention (0 = off)
+    weight: float = non_negative(0.0)
+    # eflomal: the statistical aligner on the corpus's training + validation pairs, both
+    # directions joined by `symmetrize` (nmt data links) | gold: the corpus's <split>.gold
+    teacher: str = one_of("eflomal", "gold")
+    symmetrize: str = one_of("grow-diag-final-and", "grow-diag-final", "grow-diag",
+                             "intersection", "union")  # how eflomal's two directions join
+    layer: int = -2  # transformer: the supervised decoder layer (negative: from the top)
+    heads: int = positive(1)  # transformer: how many of that layer's heads (the first ones)
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     batch_tokens: int = positive(4096)  # target tokens per batch (length-bucketed)
     lr: float = positive(1e-3)  # peak learning rate (Adam)
@@ -194,6 +211,7 @@ class Config:
     vocab: VocabConfig = field(default_factory=VocabConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     local: LocalConfig = field(default_factory=LocalConfig)
+    guided: GuidedConfig = field(default_factory=GuidedConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
@@ -211,7 +229,8 @@ class Config:
 
 
 _SECTIONS = {"data": DataConfig, "vocab": VocabConfig, "model": ModelConfig,
-             "local": LocalConfig, "train": TrainConfig, "decode": DecodeConfig}
+             "local": LocalConfig, "guided": GuidedConfig, "train": TrainConfig,
+             "decode": DecodeConfig}
 
 # Keys that moved or went (runs trained before still load: `migrate`).
 MOVED = {"model.window_start": "local.window_start", "model.window_steps": "local.window_steps",
@@ -289,6 +308,26 @@ def _validate(cfg: Config, where: str) -> None:
     if cfg.model.family == "luong":
         _validate_luong(cfg.model, where)
     _validate_local(cfg, where)
+    if cfg.guided.weight:
+        _validate_guided(cfg, where)
+
+
+def _validate_guided(cfg: Config, where: str) -> None:
+    """Guided alignment needs attention, and pairs whose pieces the teacher's links map."""
+    g, m = cfg.guided, cfg.model
+    if m.family == "fixed_context":
+        raise NMTError(f"{where}: 'guided.weight' supervises attention, which fixed_context "
+                       "does not have: set guided.weight: 0 or another model.family")
+    if cfg.data.concat > 1 or cfg.vocab.sampling_alpha:
+        raise NMTError(f"{where}: 'guided.weight' maps each pair's word links onto its best "
+                       "segmentation: set data.concat: 1 and vocab.sampling_alpha: 0")
+    if m.family == "transformer" and not (-m.dec_layers <= g.layer < m.dec_layers):
+        raise NMTError(f"{where}: 'guided.layer' {g.layer} is not one of the "
+                       f"{m.dec_layers} decoder layers (0..{m.dec_layers - 1}, or negative "
+                       "from the top)")
+    if m.family == "transformer" and g.heads > m.heads:
+        raise NMTError(f"{where}: 'guided.heads' {g.heads} is more than 'model.heads' "
+                       f"({m.heads})")
 
 
 def _validate_local(cfg: Config, where: str) -> None:
@@ -426,6 +465,7 @@ __all__ = [
     "Config",
     "DataConfig",
     "DecodeConfig",
+    "GuidedConfig",
     "LocalConfig",
     "ModelConfig",
     "TrainConfig",

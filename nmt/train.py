@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from nmt import distributed as dist
 from nmt.checkpoint import check_vocab, kept_checkpoints, load_checkpoint, save_checkpoint
-from nmt.config import Config, config_to_dict, save_config
+from nmt.config import Config, GuidedConfig, config_to_dict, save_config
 from nmt.data.batching import filter_long, iterate_batches, join_pairs, token_batches
 from nmt.data.corpora import load_split
 from nmt.data.subwords import Vocab, encode_split, prepare_vocab
@@ -67,6 +67,11 @@ class Data:
     kept: int  # data.concat joins them into train_src/train_tgt)
     # vocab.sampling_alpha: the kept pairs' text, segmented anew each epoch (sampled_examples)
     train_text: tuple[list[str], list[str]] | None = None
+    # guided.weight: each training pair's piece targets (None: no links), the validation
+    # pairs' teacher links, and how many training pairs the links did not fit
+    train_guides: list | None = None
+    valid_links: list | None = None
+    unguided: int = 0
 
 
 def load_data(cfg: Config) -> Data:
@@ -93,7 +98,22 @@ def load_data(cfg: Config) -> Data:
     if cfg.data.concat > 1:
         src, tgt = join_pairs(src, tgt, keep, cfg.data.concat, cfg.train.seed)
         keep = list(range(len(src)))
-    return Data(vocab, src, tgt, keep, v_src[:n], refs[:n], v_tgt[:n], pairs, kept, text)
+    data = Data(vocab, src, tgt, keep, v_src[:n], refs[:n], v_tgt[:n], pairs, kept, text)
+    if cfg.guided.weight:
+        _add_guides(cfg, data)
+    return data
+
+
+def _add_guides(cfg: Config, d: Data) -> None:
+    """guided.weight: the teacher's links (nmt.align.guided) as piece targets."""
+    from nmt.align.guided import guide_targets, teacher_links
+
+    links = teacher_links(cfg, cfg.data.train)
+    if len(links) != len(d.train_src):
+        raise NMTError(f"the teacher's links cover {len(links)} training pairs but the "
+                       f"corpus has {len(d.train_src)}: re-run `nmt data links`")
+    d.train_guides, d.unguided = guide_targets(d.vocab, d.train_src, d.train_tgt, links)
+    d.valid_links = teacher_links(cfg, cfg.data.valid)[:len(d.valid_src)]
 
 
 def sampled_examples(cfg: Config, d: Data, epoch: int) -> tuple[list, list]:
@@ -108,14 +128,24 @@ def sampled_examples(cfg: Config, d: Data, epoch: int) -> tuple[list, list]:
     return src, tgt
 
 
-def loss_fn(model: Seq2Seq, batch, smoothing: float) -> torch.Tensor:
+def loss_fn(model: Seq2Seq, batch, smoothing: float, guided: GuidedConfig | None = None
+            ) -> torch.Tensor:
     """Label-smoothed cross-entropy summed over real target tokens (padding excluded
     before the output layer, so no time is spent on it), plus the auxiliary loss the
-    model's forward pass returns, if any (the `local` section's aids)."""
+    model's forward pass returns, if any (the `local` section's aids), plus, with
+    `guided` and a batch that carries teacher targets, guided.weight times the alignment
+    loss of the supervised attention (nmt.align.guided.alignment_loss)."""
+    from nmt.align.guided import alignment_loss
+
     real = batch.tgt_out != PAD
-    logits, _, extra = model(batch.src, batch.tgt_in, select=real)  # (N, V)
+    supervise = guided is not None and guided.weight > 0 and batch.guide is not None
+    logits, attn, extra = model(batch.src, batch.tgt_in, need_attn=supervise,
+                                select=real)  # (N, V)
     loss = F.cross_entropy(logits, batch.tgt_out[real], label_smoothing=smoothing,
                            reduction="sum")
+    if supervise:
+        loss = loss + guided.weight * alignment_loss(attn, batch.guide, guided.layer,
+                                                     guided.heads)
     return loss if extra is None else loss + extra
 
 
@@ -247,7 +277,8 @@ class Trainer:
         set_lr(self.optim, self.schedule.lr(self.progress.step + 1, used))
         n_tokens = dist.all_sum(batch.n_tokens)
         with dist.autocast(self.device):
-            loss = loss_fn(self.ddp, batch.to(self.device), self.cfg.train.label_smoothing)
+            loss = loss_fn(self.ddp, batch.to(self.device), self.cfg.train.label_smoothing,
+                           self.cfg.guided)
         if not torch.isfinite(loss):
             self.optim.zero_grad(set_to_none=True)
             return None
@@ -280,7 +311,14 @@ class Trainer:
                 model, d.vocab, d.valid_src[:n], d.valid_tgt[:n],
                 self.run.align / "steps" / f"step{step:08d}.npz", step))
         loss = total / max(tokens, 1)
-        return {"valid_loss": loss, "valid_ppl": math.exp(min(loss, 50)), **scores}
+        record = {"valid_loss": loss, "valid_ppl": math.exp(min(loss, 50)), **scores}
+        if d.valid_links is not None:  # guided: how well the supervised heads follow the teacher
+            from nmt.align.extract import collect
+            from nmt.align.guided import reading_of, teacher_aer
+
+            records = collect(model, d.vocab, d.valid_src, d.valid_tgt, **reading_of(self.cfg))
+            record["valid_aer"] = round(teacher_aer(records, d.valid_links), 4)
+        return record
 
     def out_of_budget(self) -> str | None:
         t, p = self.cfg.train, self.progress
@@ -298,6 +336,7 @@ class Trainer:
         d, c = self.data, self.cfg
         record = {"kind": "data", "pairs": d.pairs, "kept": d.kept,
                   "examples": len(d.train_idx),
+                  **({"unguided": d.unguided} if d.train_guides is not None else {}),
                   "src_vocab": d.vocab.src_size, "tgt_vocab": d.vocab.tgt_size}
         self.log(record)
         dropped = record["pairs"] - record["kept"]
@@ -332,7 +371,7 @@ class Trainer:
                 if reason:
                     return self._finish(reason)
                 batch = next(iterate_batches(self.data.train_src, self.data.train_tgt,
-                                             [batches[index]]))
+                                             [batches[index]], self.data.train_guides))
                 tick = time.perf_counter()
                 loss = self.train_step(batch, used)
                 seconds = time.perf_counter() - tick
@@ -393,10 +432,13 @@ class Trainer:
         self.log({"kind": "valid", "step": p.step, "epoch": p.epoch, "elapsed": elapsed,
                   "train_tokens_per_s": p.tokens / max(p.train_seconds, 1e-9), **record})
         self.board.scalars(p.step, {"valid/loss": record["valid_loss"],
-                                    "valid/bleu": record["bleu"], "valid/chrf": record["chrf"]})
+                                    "valid/bleu": record["bleu"], "valid/chrf": record["chrf"],
+                                    **({"valid/aer": record["valid_aer"]}
+                                       if "valid_aer" in record else {})})
+        aer = f" AER {record['valid_aer']:.3f}" if "valid_aer" in record else ""
         self.say(f"valid step {p.step}: loss {record['valid_loss']:.3f} ppl "
                  f"{record['valid_ppl']:.2f} BLEU {record['bleu']:.2f} chrF "
-                 f"{record['chrf']:.2f}{' (best)' if improved else ''}")
+                 f"{record['chrf']:.2f}{aer}{' (best)' if improved else ''}")
         if improved:
             self.save("best")
         self.save("last")

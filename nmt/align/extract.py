@@ -59,13 +59,13 @@ def forced_weights(model: Seq2Seq, src_ids: list, tgt_ids: list, batch_size: int
 def make_record(index: int, vocab: Vocab, src: list[int], tgt: list[int], weights: np.ndarray,
                 shifted: bool | None = None, layer: int | None = None,
                 meta: dict | None = None, links: str = "argmax",
-                threshold: float = 0.0) -> AlignmentRecord:
+                threshold: float = 0.0, heads: int | None = None) -> AlignmentRecord:
     """Subword weights plus their word-level reduction and hard links (`links`: argmax or
     threshold, nmt.align.words.links_from_matrix)."""
     src_pieces = vocab.src_pieces([i for i in src if i != EOS])
     tgt_pieces = vocab.tgt_pieces(list(tgt))
     src_word_of, tgt_word_of = pieces_to_words(src_pieces), pieces_to_words(tgt_pieces)
-    words = word_matrix(weights, src_pieces, tgt_pieces, shifted, layer)
+    words = word_matrix(weights, src_pieces, tgt_pieces, shifted, layer, heads)
     return AlignmentRecord(
         index=index, src_tokens=src_pieces + [EOS_PIECE], tgt_tokens=tgt_pieces + [EOS_PIECE],
         weights=weights, src_words=join_pieces(src_pieces, src_word_of),
@@ -114,7 +114,9 @@ def dump_split_alignments(model: Seq2Seq, vocab: Vocab, src_ids: list, tgt_ids: 
                           path: Path, cfg: Config) -> dict:
     """Forced attention of a whole split, saved in the `nmt align` format, plus its
     summary (AER against `<split>.gold` when the corpus has one, as the synthetic does)."""
-    records = collect(model, vocab, src_ids, tgt_ids,
+    from nmt.align.guided import reading_of
+
+    records = collect(model, vocab, src_ids, tgt_ids, **reading_of(cfg),
                       meta={"mode": "forced", "family": cfg.model.family, "run": cfg.name})
     save_alignments(path, records)
     write_links(path.with_suffix(".links"), records)

@@ -100,12 +100,13 @@ def links_from_matrix(
     raise NMTError(f"unknown alignment method {method!r}; use 'argmax' or 'threshold'")
 
 
-def reading(weights: np.ndarray, shifted: bool | None = None, layer: int | None = None
-            ) -> np.ndarray:
+def reading(weights: np.ndarray, shifted: bool | None = None, layer: int | None = None,
+            heads: int | None = None) -> np.ndarray:
     """One (T', S) map per target piece from raw (L, H, T+1, S) weights.
 
     Single-map families: the map without its EOS row. Multi-layer/head models: head
-    average of `layer`, or by default the mean over every layer and head (chosen by
+    average of `layer` (of its first `heads` heads when given: a guided run's supervised
+    heads, nmt.align.guided), or by default the mean over every layer and head (chosen by
     measurement: docs/experiments/2026-11-30-choosing-the-defaults.md). Naive: row t is
     the step that predicts piece t; `shifted` (Chen et al. 2020): the step whose input is
     piece t.
@@ -116,15 +117,16 @@ def reading(weights: np.ndarray, shifted: bool | None = None, layer: int | None 
     if layer is None:
         mean = weights.mean((0, 1))  # (T+1, S)
     elif -L <= layer < L:
-        mean = weights[layer].mean(0)
+        mean = weights[layer, :heads].mean(0)
     else:
         raise NMTError(f"--layer {layer}: the model has {L} decoder layers (0..{L - 1})")
     return mean[1:] if shifted else mean[:-1]
 
 
 def word_matrix(weights: np.ndarray, src_pieces: list[str], tgt_pieces: list[str],
-                shifted: bool | None = None, layer: int | None = None) -> np.ndarray:
+                shifted: bool | None = None, layer: int | None = None,
+                heads: int | None = None) -> np.ndarray:
     """Word-level (T_word, S_word) map of one reading; the EOS column is dropped."""
     src_word_of = pieces_to_words(src_pieces) + [-1]
-    return reduce_to_words(reading(weights, shifted, layer), pieces_to_words(tgt_pieces),
-                           src_word_of)
+    return reduce_to_words(reading(weights, shifted, layer, heads),
+                           pieces_to_words(tgt_pieces), src_word_of)

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from nmt.cli.app import ConfigOpt, RunOpt, SetOpt, app, data_app
+from nmt.cli.app import Checkpoint, ConfigOpt, RunOpt, SetOpt, app, data_app
 from nmt.errors import NMTError
 
 
@@ -69,6 +69,29 @@ def data_prepare(config: ConfigOpt, set_: SetOpt = None) -> None:
     typer.echo(f"vocabulary {vocab.src_size}/{vocab.tgt_size} pieces in {vocab_dir}")
 
 
+@data_app.command("links")
+def data_links(config: ConfigOpt, set_: SetOpt = None) -> None:
+    """Cache the teacher's word links of a config's training and validation pairs for
+    guided alignment (guided.teacher eflomal: eflomal both ways, guided.symmetrize)."""
+    from nmt.align.guided import links_folder, teacher_links, write_teacher_links
+    from nmt.config import load_config
+
+    cfg = load_config(config, set_ or [])
+    if cfg.guided.teacher == "gold":
+        for split in (cfg.data.train, cfg.data.valid):
+            links = teacher_links(cfg, split)
+            typer.echo(f"{split}: {len(links)} pairs, {sum(map(len, links))} gold links "
+                       "(the corpus's own; nothing to cache)")
+        return
+    folder = links_folder(cfg)
+    if not (folder / f"{cfg.data.train}.links").is_file():
+        write_teacher_links(cfg)
+    for split in (cfg.data.train, cfg.data.valid):
+        links = teacher_links(cfg, split, compute=False)
+        typer.echo(f"{split}: {len(links)} pairs, {sum(map(len, links))} links")
+    typer.echo(f"wrote {folder}")
+
+
 @app.command()
 def train(config: ConfigOpt, set_: SetOpt = None,
           resume: Annotated[bool, typer.Option(help="continue from checkpoints/last.pt")] = False,
@@ -93,12 +116,6 @@ def train(config: ConfigOpt, set_: SetOpt = None,
 class OutputFormat(str, Enum):
     text = "text"
     jsonl = "jsonl"
-
-
-class Checkpoint(str, Enum):
-    best = "best"
-    last = "last"
-    averaged = "averaged"
 
 
 class AlignMethod(str, Enum):

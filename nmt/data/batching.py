@@ -16,11 +16,13 @@ class Batch:
     src: torch.Tensor  # (B, S) source ids ending in EOS, PAD after
     tgt_in: torch.Tensor  # (B, T) BOS + target ids
     tgt_out: torch.Tensor  # (B, T) target ids + EOS
+    guide: torch.Tensor | None = None  # (B, T, S) teacher targets (guided alignment)
 
     def to(self, device: torch.device) -> Batch:
         if self.src.device == device:
             return self
-        return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device))
+        return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device),
+                     None if self.guide is None else self.guide.to(device))
 
     @property
     def n_tokens(self) -> int:
@@ -40,8 +42,16 @@ def pad(seqs: list[np.ndarray] | list[list[int]], prefix: int | None = None,
     return out
 
 
-def collate(src: list[np.ndarray], tgt: list[np.ndarray]) -> Batch:
-    return Batch(src=pad(src), tgt_in=pad(tgt, prefix=BOS), tgt_out=pad(tgt, suffix=EOS))
+def collate(src: list[np.ndarray], tgt: list[np.ndarray], guides: list | None = None
+            ) -> Batch:
+    """A padded batch; `guides`: each pair's (T+1, S) teacher targets or None
+    (nmt.align.guided), padded with zeros to (B, T, S)."""
+    batch = Batch(src=pad(src), tgt_in=pad(tgt, prefix=BOS), tgt_out=pad(tgt, suffix=EOS))
+    if guides is not None:
+        from nmt.align.guided import pad_guides
+
+        batch.guide = pad_guides(guides, batch.tgt_out.size(1), batch.src.size(1))
+    return batch
 
 
 def filter_long(src: list[np.ndarray], tgt: list[np.ndarray], max_len: int) -> list[int]:
@@ -93,6 +103,8 @@ def token_batches(lengths: list[tuple[int, int]], batch_tokens: int, seed: int |
     return batches
 
 
-def iterate_batches(src: list[np.ndarray], tgt: list[np.ndarray], batches: list[list[int]]):
+def iterate_batches(src: list[np.ndarray], tgt: list[np.ndarray], batches: list[list[int]],
+                    guides: list | None = None):
     for idx in batches:
-        yield collate([src[i] for i in idx], [tgt[i] for i in idx])
+        yield collate([src[i] for i in idx], [tgt[i] for i in idx],
+                      None if guides is None else [guides[i] for i in idx])

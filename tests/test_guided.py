@@ -1,0 +1,189 @@
+"""Guided alignment (nmt.align.guided, config section `guided`): the teacher's links as
+piece targets, the loss, training with it, and how a guided run is read."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import nmt
+from nmt.align.guided import alignment_loss, links_folder, piece_targets, supervised
+from nmt.config import config_from_dict, config_to_dict
+from nmt.errors import NMTError
+from nmt.train import Trainer
+from tests.test_cli import assert_user_error, run_cli
+from tests.test_train import MODELS, short_pairs, tiny_config
+
+
+def test_word_links_map_onto_pieces_and_rows_are_normalised():
+    """Source words: "▁a" | "▁bc" = "▁b" + "c"; target words: "▁x" + "y" | "▁z".
+    Links (source, target): (1, 0) and (0, 1), (1, 1): target word 0 ("▁x", "y") reads
+    source word 1's two pieces; target word 1 reads all three; EOS row and column: 0."""
+    g = piece_targets(["▁a", "▁b", "c"], ["▁x", "y", "▁z"], {(1, 0), (0, 1), (1, 1)})
+    expected = np.array([[0, .5, .5, 0], [0, .5, .5, 0], [1 / 3, 1 / 3, 1 / 3, 0],
+                         [0, 0, 0, 0]])
+    np.testing.assert_allclose(g, expected, atol=1e-6)
+    unlinked = piece_targets(["▁a", "▁b"], ["▁x", "▁z"], {(1, 1)})
+    assert unlinked[0].sum() == 0 and unlinked[1].tolist() == [0, 1, 0]
+    assert piece_targets(["▁a"], ["▁x"], {(3, 0)}) is None  # the teacher saw other words
+
+
+def test_the_loss_is_the_cross_entropy_to_the_supervised_heads_by_hand():
+    """attn (B=1, L=2, H=2, T=2, S=2); supervised layer -2 (the first), its first head:
+    a = [[0.8, 0.2], [0.4, 0.6]]; targets g = [[1, 0], [0.5, 0.5]]:
+    loss = -(log 0.8 + 0.5 log 0.4 + 0.5 log 0.6). The other heads do not count."""
+    attn = torch.zeros(1, 2, 2, 2, 2)
+    attn[0, 0, 0] = torch.tensor([[0.8, 0.2], [0.4, 0.6]])
+    attn[0, 0, 1] = torch.tensor([[0.1, 0.9], [0.9, 0.1]])
+    attn[0, 1] = 0.5
+    guide = torch.tensor([[[1.0, 0.0], [0.5, 0.5]]])
+    by_hand = -(math.log(0.8) + 0.5 * math.log(0.4) + 0.5 * math.log(0.6))
+    assert alignment_loss(attn, guide, -2, 1).item() == pytest.approx(by_hand, rel=1e-6)
+    both = -(math.log(0.45) + 0.5 * math.log(0.65) + 0.5 * math.log(0.35))
+    assert alignment_loss(attn, guide, 0, 2).item() == pytest.approx(both, rel=1e-6)
+    assert torch.equal(supervised(attn[:, :1, :1], -2, 1), attn[:, 0, 0])  # one-map families
+
+
+def test_positions_without_links_add_nothing():
+    attn = torch.rand(2, 1, 1, 3, 4).softmax(-1)
+    guide = torch.zeros(2, 3, 4)
+    guide[0, 1, 2] = 1.0
+    loss = alignment_loss(attn, guide, -2, 1)
+    assert loss.item() == pytest.approx(-math.log(attn[0, 0, 0, 1, 2].item()), rel=1e-6)
+    changed = attn.clone()
+    changed[1] = torch.rand(1, 1, 3, 4).softmax(-1)  # a sentence without links
+    changed[0, 0, 0, 0] = torch.tensor([0.7, 0.1, 0.1, 0.1])  # an unlinked row
+    assert alignment_loss(changed, guide, -2, 1).item() == pytest.approx(loss.item())
+
+
+def _guided(data_root, tmp_path, name: str, model: dict, weight: float, **train):
+    train = {"threads": 1, "valid_sentences": 20, **train}
+    cfg = tiny_config(data_root, tmp_path, name, model, **train)
+    return config_from_dict({**config_to_dict(cfg),
+                             "guided": {"weight": weight, "teacher": "gold"}})
+
+
+def test_weight_zero_trains_exactly_like_an_unguided_run_and_a_weight_changes_it(
+        data_root, tmp_path):
+    model = MODELS["bahdanau"]
+    plain = Trainer(tiny_config(data_root, tmp_path, "plain", model, max_steps=6, threads=1,
+                                valid_sentences=20), quiet=True)
+    plain.fit()
+    zero = Trainer(_guided(data_root, tmp_path, "zero", model, 0.0, max_steps=6), quiet=True)
+    zero.fit()
+    guided = Trainer(_guided(data_root, tmp_path, "guided", model, 1.0, max_steps=6), quiet=True)
+    guided.fit()
+    a, b, c = (t.model.state_dict() for t in (plain, zero, guided))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert any(not torch.equal(a[k], c[k]) for k in a)
+    valid = [r for r in guided.run.read_metrics() if r["kind"] == "valid"]
+    assert valid and all(0.0 <= r["valid_aer"] <= 1.0 for r in valid)  # beside BLEU
+    assert all("valid_aer" not in r for r in plain.run.read_metrics())
+
+
+def test_guidance_teaches_the_supervised_head_to_follow_the_teacher(data_root, tmp_path):
+    """A tiny Transformer guided by the synthetic gold: after the same steps, its supervised
+    head's cross-entropy to the gold on the validation pairs is far below an unguided
+    twin's, and so is its AER."""
+    from nmt.align.extract import collect
+    from nmt.align.guided import guide_targets, pad_guides, teacher_aer, teacher_links
+    from nmt.data.batching import collate
+
+    trainers = {}
+    for weight in (0.0, 1.0):
+        cfg = _guided(data_root, tmp_path, f"tr{weight}", MODELS["transformer"], weight,
+                      max_steps=80, valid_every=1000, valid_sentences=0)
+        trainers[weight] = Trainer(cfg, quiet=True)
+        trainers[weight].fit()
+    d = trainers[1.0].data
+    everything = teacher_links(trainers[1.0].cfg, "val")
+    short = [k for k in range(len(d.valid_src)) if len(d.valid_tgt[k]) <= 12][:40]  # max_len
+    src, tgt = [d.valid_src[k] for k in short], [d.valid_tgt[k] for k in short]
+    links = [everything[k] for k in short]
+    guides, _ = guide_targets(d.vocab, src, tgt, links)
+    batch = collate(src, tgt, guides)
+    ce, aer = {}, {}
+    for weight, trainer in trainers.items():
+        with torch.no_grad():
+            _, attn, _ = trainer.model.eval()(batch.src, batch.tgt_in, need_attn=True)
+        ce[weight] = alignment_loss(attn, batch.guide, -2, 1).item() / (batch.guide > 0).any(-1).sum().item()
+        records = collect(trainer.model, d.vocab, src, tgt, layer=-2, heads=1, shifted=False)
+        aer[weight] = teacher_aer(records, links)
+    assert ce[1.0] < 0.7 * ce[0.0], (ce, aer)
+    assert aer[1.0] < aer[0.0], aer
+    assert pad_guides([None], 2, 3).abs().sum() == 0
+
+
+@pytest.fixture(scope="module")
+def guided_run(data_root, tmp_path_factory):
+    cfg = _guided(data_root, tmp_path_factory.mktemp("guided"), "gt", MODELS["transformer"],
+                  0.5, max_steps=20)
+    Trainer(cfg, quiet=True).fit()
+    return cfg
+
+
+def test_a_guided_run_is_read_at_its_supervised_head(guided_run, data_root, tmp_path, capsys):
+    """nmt align, translate --alignments and nmt.load(...).align read the supervised layer
+    and heads of a guided run by default; --layer still chooses another reading."""
+    from nmt.align.extract import collect
+
+    model = nmt.load(guided_run.run_dir)
+    texts, refs = short_pairs(data_root, 5)
+    records = model.align(texts, refs)
+    by_hand = collect(model.module, model.vocab, model.vocab.encode_src(texts),
+                      model.vocab.encode_tgt(refs), layer=-2, heads=1, shifted=False)
+    assert [r.links for r in records] == [r.links for r in by_hand]
+    mean = collect(model.module, model.vocab, model.vocab.encode_src(texts),
+                   model.vocab.encode_tgt(refs))  # the unguided default: every layer and head
+    assert any(not np.allclose(a.word_weights, b.word_weights) for a, b in zip(records, mean))
+    args = ["align", "--run", guided_run.run_dir, "--mode", "free", "--plot", "0",
+            "--out", tmp_path / "free"]
+    for text in texts:
+        args += ["--src", text]
+    assert run_cli(capsys, *args)[0] == 0
+    written = (tmp_path / "free" / "gt.links").read_text().splitlines()
+    code, out, _ = run_cli(capsys, "translate", "--run", guided_run.run_dir, "--alignments",
+                           *texts)
+    assert code == 0 and [line.split("\t")[1] for line in out.splitlines()] == written
+
+
+def test_teachers_and_their_errors(data_root, tmp_path, capsys, monkeypatch):
+    cfg = _guided(data_root, tmp_path, "t", MODELS["bahdanau"], 1.0)
+    raw = config_to_dict(cfg)
+    eflomal = config_from_dict({**raw, "guided": {"weight": 1.0, "teacher": "eflomal"}})
+    other = config_from_dict({**raw, "guided": {"weight": 1.0, "symmetrize": "union"}})
+    assert links_folder(eflomal) != links_folder(other)  # the key holds the settings
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_eflomal(name, *args, **kwargs):
+        if name == "eflomal":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_eflomal)
+    with pytest.raises(NMTError, match=r"pip install -e '\.\[align\]'"):
+        Trainer(eflomal, quiet=True)
+    monkeypatch.undo()
+    with pytest.raises(NMTError, match="fixed_context does not have"):
+        config_from_dict({**raw, "model": {**raw["model"], "family": "fixed_context"}})
+    with pytest.raises(NMTError, match="data.concat: 1"):
+        config_from_dict({**raw, "data": {**raw["data"], "concat": 2}})
+    transformer = {**raw, "model": {**raw["model"], **MODELS["transformer"]}}
+    with pytest.raises(NMTError, match="guided.layer.*2 decoder layers"):
+        config_from_dict({**transformer, "guided": {"weight": 1.0, "layer": 2}})
+    with pytest.raises(NMTError, match="guided.heads"):
+        config_from_dict({**transformer, "guided": {"weight": 1.0, "heads": 5}})
+    (tmp_path / "g.yaml").write_text(json.dumps({**raw, "name": "g", "guided": {
+        "weight": 1.0, "teacher": "gold"}, "data": {**raw["data"], "pair": "tgt-src",
+                                                    "corpus": "synth"}}))
+    code, out, _ = run_cli(capsys, "data", "links", "--config", tmp_path / "g.yaml")
+    assert code == 0 and "gold links" in out
+    missing = {**raw, "name": "m", "data": {**raw["data"], "valid": "nope"}}
+    (tmp_path / "m.yaml").write_text(json.dumps(missing))
+    assert_user_error(run_cli(capsys, "data", "links", "--config", tmp_path / "m.yaml"))
