@@ -281,88 +281,6 @@ def _build(cls: type, raw: Any, prefix: str, where: str) -> Any:
     return cls(**kwargs)
 
 
-def _validate(cfg: Config, where: str) -> None:
-    for section, cls in _SECTIONS.items():
-        for f in dataclasses.fields(cls):
-            key, value = f"{section}.{f.name}", getattr(getattr(cfg, section), f.name)
-            valid = choices(key)
-            if valid is not None and value not in valid:
-                raise NMTError(f"{where}: '{key}' is {value!r}; choose one of: {', '.join(valid)}")
-            check = f.metadata.get("check")
-            if check and not _CHECKS[check](value):
-                raise NMTError(f"{where}: '{key}' must be {check}, got {value!r}")
-    v = cfg.vocab
-    if not 0.0 <= v.sampling_alpha <= 1.0 or v.sampling_nbest == 0 or v.sampling_nbest < -1:
-        raise NMTError(f"{where}: 'vocab.sampling_alpha' must be in [0, 1] (0 = off) and "
-                       f"'vocab.sampling_nbest' -1 (all) or at least 1, got "
-                       f"{v.sampling_alpha!r} and {v.sampling_nbest!r}")
-    parts = cfg.data.pair.split("-")
-    if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
-        raise NMTError(f"{where}: 'data.pair' must look like 'de-en', got {cfg.data.pair!r}")
-    if cfg.model.family == "transformer" and cfg.model.emb_size % cfg.model.heads:
-        raise NMTError(f"{where}: 'model.emb_size' ({cfg.model.emb_size}) must be divisible "
-                       f"by 'model.heads' ({cfg.model.heads})")
-    if cfg.train.schedule == "linear" and not (cfg.train.max_steps or cfg.train.max_minutes):
-        raise NMTError(f"{where}: 'train.schedule' linear decays to zero at the end of the budget; "
-                       "set 'train.max_steps' or 'train.max_minutes'")
-    if cfg.model.family == "luong":
-        _validate_luong(cfg.model, where)
-    _validate_local(cfg, where)
-    if cfg.guided.weight:
-        _validate_guided(cfg, where)
-
-
-def _validate_guided(cfg: Config, where: str) -> None:
-    """Guided alignment needs attention, and pairs whose pieces the teacher's links map."""
-    g, m = cfg.guided, cfg.model
-    if m.family == "fixed_context":
-        raise NMTError(f"{where}: 'guided.weight' supervises attention, which fixed_context "
-                       "does not have: set guided.weight: 0 or another model.family")
-    if cfg.data.concat > 1 or cfg.vocab.sampling_alpha:
-        raise NMTError(f"{where}: 'guided.weight' maps each pair's word links onto its best "
-                       "segmentation: set data.concat: 1 and vocab.sampling_alpha: 0")
-    if m.family == "transformer" and not (-m.dec_layers <= g.layer < m.dec_layers):
-        raise NMTError(f"{where}: 'guided.layer' {g.layer} is not one of the "
-                       f"{m.dec_layers} decoder layers (0..{m.dec_layers - 1}, or negative "
-                       "from the top)")
-    if m.family == "transformer" and g.heads > m.heads:
-        raise NMTError(f"{where}: 'guided.heads' {g.heads} is more than 'model.heads' "
-                       f"({m.heads})")
-
-
-def _validate_local(cfg: Config, where: str) -> None:
-    """The `local` section's aids need the attention they aid."""
-    m, aids = cfg.model, cfg.local
-    local = m.family == "luong" and m.attention != "global"
-    if aids.window_start and not local:
-        raise NMTError(f"{where}: 'local.window_start' widens Luong's local window, but the "
-                       "model has none: set model.family: luong with attention local-m or "
-                       "local-p, or window_start: 0")
-    if aids.window_start and (aids.window_start <= m.window or not aids.window_steps):
-        raise NMTError(f"{where}: 'local.window_start' ({aids.window_start}) is the half-width "
-                       f"the window shrinks from: make it larger than 'model.window' "
-                       f"({m.window}) and set 'local.window_steps' > 0, or set window_start: 0 "
-                       "(the paper)")
-    for key in ("position_limit", "position_guide"):
-        if getattr(aids, key) and not (local and m.attention == "local-p"):
-            raise NMTError(f"{where}: 'local.{key}' acts on local-p's predicted position, but "
-                           f"'model.attention' is {m.attention if m.family == 'luong' else 'none'}"
-                           f" ({m.family}): set model.attention: local-p or {key}: 0")
-
-
-def _validate_luong(m: ModelConfig, where: str) -> None:
-    """The paper's settings need matching sizes; say which key to change when they do not."""
-    if m.score == "dot" and m.memory == "states" and m.bidirectional:
-        raise NMTError(f"{where}: 'model.score' dot compares h_t with the encoder's states, which "
-                       "are 2H wide with 'model.bidirectional' true: set bidirectional: false "
-                       "(the paper's encoder) or memory: projected (a learned map: dot then has "
-                       "the same function class as general)")
-    if m.decoder_init == "copy" and m.enc_layers != m.dec_layers:
-        raise NMTError(f"{where}: 'model.decoder_init' copy needs 'model.enc_layers' "
-                       f"({m.enc_layers}) == 'model.dec_layers' ({m.dec_layers}); "
-                       "set them equal or use decoder_init: bridge")
-
-
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Parse `a.b=value` (value read as YAML, so 128 is an int and true a bool)."""
     if "=" not in text:
@@ -394,7 +312,9 @@ def config_from_dict(raw: dict, where: str = "config", overrides: list[str] = ()
     if not cfg.model.family:
         raise NMTError(f"{where}: missing required key 'model.family'; "
                        f"choose one of: {', '.join(registry_names('models'))}")
-    _validate(cfg, where)
+    from nmt.config_checks import validate  # the checks across keys, beside this module
+
+    validate(cfg, where)
     return cfg
 
 

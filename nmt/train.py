@@ -13,7 +13,6 @@ import signal
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -21,9 +20,7 @@ import torch.nn.functional as F
 from nmt import distributed as dist
 from nmt.checkpoint import check_vocab, kept_checkpoints, load_checkpoint, save_checkpoint
 from nmt.config import Config, GuidedConfig, config_to_dict, save_config
-from nmt.data.batching import filter_long, iterate_batches, join_pairs, token_batches
-from nmt.data.corpora import load_split
-from nmt.data.subwords import Vocab, encode_split, prepare_vocab
+from nmt.data.batching import iterate_batches, token_batches
 from nmt.errors import NMTError, one_line
 from nmt.evaluate import bleu_chrf
 from nmt.locks import run_lock
@@ -35,6 +32,7 @@ from nmt.rundir import RunDir
 from nmt.schedule import Schedule, budget_used
 from nmt.tensorboard import Board
 from nmt.tokens import PAD
+from nmt.train_data import load_data, sampled_examples
 from nmt.translate import translate_ids
 
 
@@ -52,80 +50,6 @@ class Progress:
     tokens: int = 0  # target tokens trained on
     skipped: int = 0  # non-finite steps skipped
     history: list = field(default_factory=list)
-
-
-@dataclass
-class Data:
-    vocab: Vocab
-    train_src: list
-    train_tgt: list
-    train_idx: list[int]
-    valid_src: list
-    valid_refs: list[str]
-    valid_tgt: list
-    pairs: int  # the corpus's training pairs, and those kept by data.max_len (before
-    kept: int  # data.concat joins them into train_src/train_tgt)
-    # vocab.sampling_alpha: the kept pairs' text, segmented anew each epoch (sampled_examples)
-    train_text: tuple[list[str], list[str]] | None = None
-    # guided.weight: each training pair's piece targets (None: no links), the validation
-    # pairs' teacher links, and how many training pairs the links did not fit
-    train_guides: list | None = None
-    valid_links: list | None = None
-    unguided: int = 0
-
-
-def load_data(cfg: Config) -> Data:
-    """Vocabulary and encoded splits; rank 0 builds the caches, the other ranks reuse them."""
-    if dist.is_main():
-        vocab_dir = prepare_vocab(cfg)
-        for split in (cfg.data.train, cfg.data.valid):
-            encode_split(cfg, vocab_dir, split)
-    dist.barrier()
-    vocab_dir = prepare_vocab(cfg)
-    vocab = Vocab.from_dir(vocab_dir)
-    src, tgt = encode_split(cfg, vocab_dir, cfg.data.train)
-    keep = filter_long(src, tgt, cfg.data.max_len)
-    if not keep:
-        raise NMTError(f"no training pairs of at most data.max_len={cfg.data.max_len} subwords")
-    v_src, v_tgt = encode_split(cfg, vocab_dir, cfg.data.valid)
-    _, refs = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, cfg.data.valid)
-    n = cfg.train.valid_sentences or len(v_src)
-    pairs, kept = len(src), len(keep)
-    text = None
-    if cfg.vocab.sampling_alpha:  # max_len filters on the best segmentation
-        lines = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, cfg.data.train)
-        text = tuple([side[i] for i in keep] for side in lines)
-    if cfg.data.concat > 1:
-        src, tgt = join_pairs(src, tgt, keep, cfg.data.concat, cfg.train.seed)
-        keep = list(range(len(src)))
-    data = Data(vocab, src, tgt, keep, v_src[:n], refs[:n], v_tgt[:n], pairs, kept, text)
-    if cfg.guided.weight:
-        _add_guides(cfg, data)
-    return data
-
-
-def _add_guides(cfg: Config, d: Data) -> None:
-    """guided.weight: the teacher's links (nmt.align.guided) as piece targets."""
-    from nmt.align.guided import guide_targets, teacher_links
-
-    links = teacher_links(cfg, cfg.data.train)
-    if len(links) != len(d.train_src):
-        raise NMTError(f"the teacher's links cover {len(links)} training pairs but the "
-                       f"corpus has {len(d.train_src)}: re-run `nmt data links`")
-    d.train_guides, d.unguided = guide_targets(d.vocab, d.train_src, d.train_tgt, links)
-    d.valid_links = teacher_links(cfg, cfg.data.valid)[:len(d.valid_src)]
-
-
-def sampled_examples(cfg: Config, d: Data, epoch: int) -> tuple[list, list]:
-    """vocab.sampling_alpha: epoch `epoch`'s training examples, the kept pairs segmented by
-    sampling (seeded by train.seed + epoch, so a resumed run draws the same) and joined into
-    the same runs of pairs as load_data's (join_pairs' draws do not depend on the ids)."""
-    v = cfg.vocab
-    src, tgt = d.vocab.sample_pairs(*d.train_text, v.sampling_alpha, v.sampling_nbest,
-                                    cfg.train.seed + epoch)
-    if cfg.data.concat > 1:
-        return join_pairs(src, tgt, list(range(len(src))), cfg.data.concat, cfg.train.seed)
-    return src, tgt
 
 
 def loss_fn(model: Seq2Seq, batch, smoothing: float, guided: GuidedConfig | None = None

@@ -26,7 +26,8 @@ import torch
 
 from nmt.config import load_config
 from nmt.data.subwords import Vocab
-from nmt.train import Trainer, load_data
+from nmt.train import Trainer
+from nmt.train_data import load_data
 from tests.test_cli import assert_user_error, run_cli
 from tests.test_reliability import make_corpus, write_config
 

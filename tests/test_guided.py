@@ -90,8 +90,8 @@ def test_guidance_teaches_the_supervised_head_to_follow_the_teacher(data_root, t
     head's cross-entropy to the gold on the validation pairs is far below an unguided
     twin's, and so is its AER."""
     from nmt.align.extract import collect
-    from nmt.align.guided import guide_targets, pad_guides, teacher_aer, teacher_links
-    from nmt.data.batching import collate
+    from nmt.align.guided import guide_targets, teacher_aer, teacher_links
+    from nmt.data.batching import collate, pad_guides
 
     trainers = {}
     for weight in (0.0, 1.0):

@@ -16,22 +16,25 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 # Lower numbers are lower layers; a module may import its own layer or any lower one.
 LAYERS = [
     ("nmt", 0), ("nmt.errors", 0), ("nmt.tokens", 0), ("nmt.locks", 0), ("nmt.progress", 0),
-    ("nmt.config", 1), ("nmt.checkpoint", 1), ("nmt.distributed", 1), ("nmt.plotting", 1),
+    ("nmt.config", 1), ("nmt.config_checks", 1), ("nmt.checkpoint", 1), ("nmt.distributed", 1), ("nmt.plotting", 1),
     ("nmt.document", 1), ("nmt.schedule", 1),
     ("nmt.data", 2),
     ("nmt.models", 3),
-    ("nmt.search", 4),
-    ("nmt.translate", 5),
+    ("nmt.search", 4), ("nmt.optim", 4),  # the optimiser over a model's parameter groups
+    ("nmt.translate", 5), ("nmt.tensorboard", 5),
     ("nmt.align.export", 7),  # what `nmt align` does: loads runs, decodes, plots
     ("nmt.align.adapt", 7),  # fine-tunes a copy of a model with the training loss
     ("nmt.align", 5),  # matrices from a model, gold files, words, metrics: evaluate uses them
-    ("nmt.evaluate", 6), ("nmt.train", 6), ("nmt.rundir", 6),
-    ("nmt.report", 8), ("nmt.explore", 8), ("nmt.lab", 8),
+    ("nmt.evaluate", 6), ("nmt.train", 6), ("nmt.train_data", 6), ("nmt.rundir", 6),
+    ("nmt.api", 6),  # a run as a Python object: what translate, evaluate and align use
+    ("nmt.report", 8), ("nmt.explore", 8), ("nmt.lab", 8), ("nmt.serve", 8),
     ("nmt.cli", 9), ("nmt.__main__", 9),
 ]
 # The one upward import, made inside a function: config validates `model.family` and
 # `model.score` against the models' own registries, so the names live in one place.
-ALLOWED_UP = {("nmt.config", "nmt.models"), ("nmt.config", "nmt.models.attention")}
+# And `nmt.load`, the package's one entry point, hands over to the API inside the function.
+ALLOWED_UP = {("nmt.config", "nmt.models"), ("nmt.config", "nmt.models.attention"),
+              ("nmt", "nmt.api")}
 
 
 def layer(module: str) -> int:

@@ -252,8 +252,8 @@ def _nan_on(monkeypatch, bad) -> list[int]:
     validation keeps the real loss. Returns the list of training calls seen."""
     real, calls = nmt.train.loss_fn, []
 
-    def loss_fn(model, batch, smoothing):
-        loss = real(model, batch, smoothing)
+    def loss_fn(model, batch, smoothing, guided=None):
+        loss = real(model, batch, smoothing, guided)
         if model.training:
             calls.append(len(calls) + 1)
             if bad(len(calls)):

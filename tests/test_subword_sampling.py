@@ -12,7 +12,8 @@ from nmt.data.corpora import load_split
 from nmt.data.subwords import encode_split, prepare_vocab
 from nmt.errors import NMTError
 from nmt.tokens import EOS
-from nmt.train import Trainer, sampled_examples
+from nmt.train import Trainer
+from nmt.train_data import sampled_examples
 from tests.test_train import MODELS, tiny_config
 
 

@@ -85,15 +85,6 @@ def guide_targets(vocab, src_ids: list, tgt_ids: list, links: list[set[Link]]
     return out, misfit
 
 
-def pad_guides(guides: Sequence[np.ndarray | None], tgt_width: int, src_width: int) -> Tensor:
-    """(B, T, S) zero-padded targets of a batch (None: a zero matrix)."""
-    out = torch.zeros(len(guides), tgt_width, src_width)
-    for row, g in enumerate(guides):
-        if g is not None:
-            out[row, :g.shape[0], :g.shape[1]] = torch.from_numpy(g)
-    return out
-
-
 # ------------------------------------------------------------------ the teacher's links
 
 

@@ -48,10 +48,18 @@ def collate(src: list[np.ndarray], tgt: list[np.ndarray], guides: list | None = 
     (nmt.align.guided), padded with zeros to (B, T, S)."""
     batch = Batch(src=pad(src), tgt_in=pad(tgt, prefix=BOS), tgt_out=pad(tgt, suffix=EOS))
     if guides is not None:
-        from nmt.align.guided import pad_guides
-
         batch.guide = pad_guides(guides, batch.tgt_out.size(1), batch.src.size(1))
     return batch
+
+
+def pad_guides(guides: list, tgt_width: int, src_width: int) -> torch.Tensor:
+    """(B, T, S) zero-padded teacher targets of a batch (None: a zero matrix)."""
+    out = torch.zeros(len(guides), tgt_width, src_width)
+    for row, g in enumerate(guides):
+        if g is not None:
+            out[row, :g.shape[0], :g.shape[1]] = torch.from_numpy(g)
+    return out
+
 
 
 def filter_long(src: list[np.ndarray], tgt: list[np.ndarray], max_len: int) -> list[int]:

@@ -21,22 +21,27 @@ import uuid
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated, Literal
 
 import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from nmt.align.attribution import METHODS
 from nmt.align.symmetrize import HEURISTICS, SOFT
 from nmt.errors import NMTError
 from nmt.serve import runs as R
 from nmt.serve.runs import MAX_BEAM, MAX_CHARS, MAX_PIECES, MAX_WORDS, Served
+from nmt.serve.schemas import (
+    AlignRequest,
+    AlignResponse,
+    RunInfo,
+    RunsResponse,
+    TranslateRequest,
+    TranslateResponse,
+)
 
 log = logging.getLogger("nmt.serve")
 MAX_BODY = 64 * 1024  # bytes of a request body
@@ -207,155 +212,6 @@ class Slots:
                 raise ApiError(422, str(exc), "body") from None
 
 
-# ------------------------------------------------------------------------------ requests
-
-SOURCE_HELP = (f"a sentence in the runs' source language: at most {MAX_WORDS} words, "
-               f"{MAX_CHARS:,} characters and {MAX_PIECES} subword pieces (longer: 413)")
-RunRef = Annotated[int | str, Field(description="a run's index or name (GET /api/runs)")]
-
-
-class SentenceRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    source: str = Field(description=SOURCE_HELP, examples=["a sentence"])
-    runs: list[RunRef] | None = Field(
-        None, description="runs to ask, by index or name; null: every run", max_length=64)
-
-    @field_validator("source")
-    @classmethod
-    def _not_empty(cls, text: str) -> str:
-        text = text.strip()
-        if not text:
-            raise ValueError("empty; type a sentence")
-        return text
-
-
-class TranslateRequest(SentenceRequest):
-    beam: int | None = Field(None, ge=1, le=MAX_BEAM,
-                             description="beam size (1: greedy); null: each run's decode.beam")
-    n_best: int = Field(1, ge=1, le=MAX_BEAM, description="hypotheses per run, at most beam")
-
-    @field_validator("n_best")
-    @classmethod
-    def _within_beam(cls, n: int, info) -> int:
-        beam = info.data.get("beam")
-        if beam is not None and n > beam:
-            raise ValueError(f"{n} is larger than beam {beam}; a beam of k keeps k hypotheses")
-        return n
-
-
-class AlignRequest(SentenceRequest):
-    target: str | None = Field(
-        None, description="forced mode: every run aligned on these target words (same limits "
-                          "as source); null: free mode, each run on its own translation")
-    method: Literal[METHODS] = Field("attention", description="attention | saliency "
-                                     "(gradient x input; also for fixed_context)")
-    beam: int | None = Field(None, ge=1, le=MAX_BEAM,
-                             description="free mode: the beam of the translation aligned")
-    symmetrize: Literal[SYMMETRIZE] | None = Field(
-        None, description="with --reverse runs: also the reverse run's alignment and the "
-                          "two symmetrised by this heuristic (agreement: nmt align's default)")
-    views: bool = Field(False, description="add `explorer`: the page's data (every "
-                        "Transformer layer x head x reading, quantised)")
-
-    @field_validator("target")
-    @classmethod
-    def _target(cls, text: str | None) -> str | None:
-        if text is not None and not text.strip():
-            raise ValueError("empty; send null for free mode (each run's own translation)")
-        return None if text is None else text.strip()
-
-
-# ------------------------------------------------------------------------------ responses
-
-Pair = tuple[int, int]
-
-
-class Hypothesis(BaseModel):
-    text: str
-    score: float
-    links: list[Pair] | None = Field(description="word links (source, target), 0-based")
-
-
-class RunTranslation(BaseModel):
-    run: int
-    name: str
-    family: str
-    beam: int
-    text: str
-    score: float = Field(description="the search's length-normalised log-probability "
-                                     "(greedy search: 0)")
-    links: list[Pair] | None
-    links_method: str = Field(description="attention, or saliency for a family without it")
-    n_best: list[Hypothesis]
-
-
-class TranslateResponse(BaseModel):
-    source: str
-    runs: list[RunTranslation]
-
-
-class Matrix(BaseModel):
-    src_words: list[str]
-    tgt_words: list[str]
-    matrix: list[list[float]] = Field(description="target words x source words")
-    links: list[Pair] | None
-    layers: int = Field(description="decoder layers of the raw weights (1: a single map)")
-    heads: int
-
-
-class ReverseMatrix(Matrix):
-    name: str | None
-
-
-class RunAlignment(BaseModel):
-    run: int
-    name: str
-    family: str
-    method: str
-    note: str | None = Field(None, description="why there is no matrix (no attention, ...)")
-    target_logprob: float | None = Field(None, description="forced mode: log p(target | "
-                                         "source), natural log")
-    src_words: list[str] | None = None
-    tgt_words: list[str] | None = None
-    matrix: list[list[float]] | None = None
-    links: list[Pair] | None = None
-    layers: int | None = None
-    heads: int | None = None
-    reverse: ReverseMatrix | None = None
-    symmetrized: Matrix | None = None
-    reverse_note: str | None = None
-
-
-class AlignResponse(BaseModel):
-    source: str
-    target: str | None
-    mode: Literal["forced", "free"]
-    method: str
-    symmetrize: str | None
-    runs: list[RunAlignment]
-    explorer: dict | None = Field(None, description="with views: the page's data")
-
-
-class RunInfo(BaseModel):
-    index: int
-    name: str
-    family: str
-    pair: str
-    corpus: str
-    parameters: int
-    attention: bool
-    beam: int
-    decoder_layers: int
-    heads: int | None
-    reverse: str | None
-
-
-class RunsResponse(BaseModel):
-    runs: list[RunInfo]
-    limits: dict
-
-
 ERRORS = {413: {"description": "a sentence or the body over its limit"},
           422: {"description": "a field missing, of the wrong type or out of range"},
           503: {"description": "every decode slot busy past the wait"}}
@@ -364,18 +220,52 @@ ERRORS = {413: {"description": "a sentence or the body over its limit"},
 # ------------------------------------------------------------------------------ the app
 
 
+class RunSet:
+    """The runs served, named by index or name; a name that is not one is a 422 (404)."""
+
+    def __init__(self, served: list[Served]):
+        self.served, self.by_name = list(served), {s.name: s for s in served}
+
+    def pick(self, refs: list[int | str] | None) -> list[Served]:
+        if refs is None:
+            return list(self.served)
+        out = []
+        for ref in refs:
+            run = self.by_name.get(ref) if isinstance(ref, str) else (
+                self.served[ref] if 0 <= ref < len(self.served) else None)
+            if run is None:
+                raise ApiError(422, f"runs: no run {ref!r}; the runs are "
+                               f"{', '.join(f'{s.index} ({s.name})' for s in self.served)}",
+                               "runs")
+            out.append(run)
+        return out
+
+    def one(self, run: str) -> Served:
+        found = self.by_name.get(run) or (self.served[int(run)] if run.isdigit()
+                                          and int(run) < len(self.served) else None)
+        if found is None:
+            raise ApiError(404, f"no run {run!r}; GET /api/runs lists them", "run")
+        return found
+
+
+def check_length(field: str, text: str, runs: list[Served]) -> None:
+    """413 naming the field and the limits when `text` is over one of them."""
+    for run in runs or [None]:
+        why = R.too_long(field, text, run.model if run else None)
+        if why:
+            raise ApiError(413, why, field, max_words=MAX_WORDS, max_chars=MAX_CHARS,
+                           max_pieces=MAX_PIECES)
+
+
 def create_app(served: list[Served], limits: Limits = Limits()) -> FastAPI:
     """The app over runs loaded once (`nmt.serve.runs.load_runs`)."""
     from nmt.serve.page import render_page
 
-    slots = Slots(limits)
-    by_name = {s.name: s for s in served}
     app = FastAPI(title="nmt serve", version="1",
                   description="A live attention playground: translate and align with the runs "
                               "given at start. Attention is not explanation: the matrices "
                               "show where each model looked, not why it translated as it did.")
     app.add_middleware(Guard)
-    page = render_page()
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, exc: HTTPException):
@@ -386,25 +276,14 @@ def create_app(served: list[Served], limits: Limits = Limits()) -> FastAPI:
     async def _invalid(request: Request, exc: RequestValidationError):
         return JSONResponse(validation_body(exc), status_code=422)
 
-    def pick(refs: list[int | str] | None) -> list[Served]:
-        if refs is None:
-            return list(served)
-        out = []
-        for ref in refs:
-            run = by_name.get(ref) if isinstance(ref, str) else (
-                served[ref] if 0 <= ref < len(served) else None)
-            if run is None:
-                raise ApiError(422, f"runs: no run {ref!r}; the runs are "
-                               f"{', '.join(f'{s.index} ({s.name})' for s in served)}", "runs")
-            out.append(run)
-        return out
+    runs, slots = RunSet(served), Slots(limits)
+    _info_routes(app, runs, slots, limits, render_page())
+    _work_routes(app, runs, slots)
+    return app
 
-    def check_length(field: str, text: str, runs: list[Served]) -> None:
-        for run in runs or [None]:
-            why = R.too_long(field, text, run.model if run else None)
-            if why:
-                raise ApiError(413, why, field, max_words=MAX_WORDS, max_chars=MAX_CHARS,
-                               max_pieces=MAX_PIECES)
+
+def _info_routes(app: FastAPI, runs: RunSet, slots: Slots, limits: Limits, page: str) -> None:
+    """The page, /healthz and the runs served."""
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def index():
@@ -414,12 +293,12 @@ def create_app(served: list[Served], limits: Limits = Limits()) -> FastAPI:
 
     @app.get("/healthz", summary="liveness: ok, and how busy the decode slots are")
     async def healthz():
-        return {"status": "ok", "runs": len(served), "busy": slots.busy,
+        return {"status": "ok", "runs": len(runs.served), "busy": slots.busy,
                 "waiting": slots.waiting}
 
     @app.get("/api/runs", response_model=RunsResponse, summary="the runs served")
     async def list_runs():
-        return {"runs": [s.info() for s in served],
+        return {"runs": [s.info() for s in runs.served],
                 "limits": {"max_words": MAX_WORDS, "max_chars": MAX_CHARS,
                            "max_pieces": MAX_PIECES, "max_beam": MAX_BEAM,
                            "max_concurrent": limits.max_concurrent,
@@ -428,37 +307,37 @@ def create_app(served: list[Served], limits: Limits = Limits()) -> FastAPI:
     @app.get("/api/runs/{run}", response_model=RunInfo, summary="one run, by index or name",
              responses={404: {"description": "no such run"}})
     async def one_run(run: str):
-        found = by_name.get(run) or (served[int(run)] if run.isdigit()
-                                     and int(run) < len(served) else None)
-        if found is None:
-            raise ApiError(404, f"no run {run!r}; GET /api/runs lists them", "run")
-        return found.info()
+        return runs.one(run).info()
+
+
+def _work_routes(app: FastAPI, runs: RunSet, slots: Slots) -> None:
+    """/api/translate and /api/align: decodes, in the bounded slots."""
 
     @app.post("/api/translate", response_model=TranslateResponse, responses=ERRORS,
               summary="each run's n-best translations, with word links")
     async def translate(req: TranslateRequest):
-        runs = pick(req.runs)
-        check_length("source", req.source, runs)
+        asked = runs.pick(req.runs)
+        check_length("source", req.source, asked)
 
         def work():
-            return [R.translate(run, req.source, req.beam, req.n_best) for run in runs]
+            return [R.translate(run, req.source, req.beam, req.n_best) for run in asked]
 
         return {"source": req.source, "runs": await slots.run(work)}
 
     @app.post("/api/align", response_model=AlignResponse, responses=ERRORS,
               summary="each run's word alignment: forced on a target, or free")
     async def align(req: AlignRequest):
-        runs = pick(req.runs)
-        check_length("source", req.source, runs)
+        asked = runs.pick(req.runs)
+        check_length("source", req.source, asked)
         if req.target is not None:
-            check_length("target", req.target, runs)
-        if req.symmetrize and not any(r.reverse for r in runs):
+            check_length("target", req.target, asked)
+        if req.symmetrize and not any(r.reverse for r in asked):
             raise ApiError(422, "symmetrize: no run has a reverse run; start the server with "
                            "--reverse RUN (one per run)", "symmetrize")
 
         def work():
             results = [R.align(run, req.source, req.target, req.method, req.beam,
-                               req.symmetrize) for run in runs]
+                               req.symmetrize) for run in asked]
             explorer = (R.explorer_data(results, req.source, req.target is not None,
                                         "nmt serve") if req.views else None)
             return [a.as_dict() for a in results], explorer
@@ -467,5 +346,3 @@ def create_app(served: list[Served], limits: Limits = Limits()) -> FastAPI:
         return {"source": req.source, "target": req.target,
                 "mode": "free" if req.target is None else "forced", "method": req.method,
                 "symmetrize": req.symmetrize, "runs": results, "explorer": explorer}
-
-    return app
