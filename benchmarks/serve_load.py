@@ -84,6 +84,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1, help="the server's torch threads")
     parser.add_argument("--max-seconds", type=float, default=600.0)
+    parser.add_argument("--warmup", type=int, default=10,
+                        help="requests sent one at a time before the memory is first read "
+                             "(every kind twice: the allocator's first growth is not a leak)")
     parser.add_argument("--pairs", type=Path)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -115,6 +118,11 @@ def main() -> None:
                 raise SystemExit("serve_load: the server did not start within 120 s")
             time.sleep(0.2)
         startup = time.monotonic() - start
+        started = rss_mb(server.pid)
+        with httpx.Client(base_url=url, timeout=60) as http:
+            for k in range(args.warmup):
+                path, body = request(k, *pairs[k % len(pairs)])
+                http.post(path, json=body)
         before = rss_mb(server.pid)
         jobs = iter(range(args.requests))
         lock = threading.Lock()
@@ -165,7 +173,8 @@ def main() -> None:
         "max_ms": round(1000 * max(ok), 1) if ok else None,
         "errors": sum(1 for *_, st in results if st not in (200, 503)),
         "busy_503": sum(1 for *_, st in results if st == 503),
-        "rss_before_mb": round(before, 1), "rss_after_mb": round(after, 1),
+        "rss_started_mb": round(started, 1), "rss_before_mb": round(before, 1),
+        "rss_after_mb": round(after, 1), "rss_growth": round(after / before - 1, 4),
         "healthy_after": healthy, "server_logged_failures": failed,
         "p50_ms_by_kind": {name: round(1000 * percentile([s for k, s, st in results
                                                            if k == i and st == 200], 50), 1)

@@ -20,9 +20,11 @@ def chromium() -> str | None:
 
 
 @contextmanager
-def open_page(html: Path, width: int = 1400, height: int = 900) -> Iterator[tuple]:
-    """(page, errors): the page loaded from `html`; `errors` collects console errors and
-    uncaught exceptions. Skips the calling test when no browser can be started."""
+def open_page(html: Path | str, width: int = 1400, height: int = 900,
+              ready: str = "#panels .panel") -> Iterator[tuple]:
+    """(page, errors): the page loaded from `html` (a file, or an http URL such as a served
+    page), once `ready` matches; `errors` collects console errors and uncaught exceptions.
+    Skips the calling test when no browser can be started."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -37,8 +39,9 @@ def open_page(html: Path, width: int = 1400, height: int = 900) -> Iterator[tupl
             page = browser.new_page(viewport={"width": width, "height": height})
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(Path(html).resolve().as_uri())
-            page.wait_for_selector("#panels .panel")
+            url = str(html)
+            page.goto(url if url.startswith("http") else Path(html).resolve().as_uri())
+            page.wait_for_selector(ready)
             yield page, errors
         finally:
             browser.close()
@@ -49,6 +52,11 @@ def screenshot(page, path: Path, sentence: int = 0, word: int = 1) -> Path:
     and save the part of the page with the panels as a PNG."""
     page.select_option("#sentence-list", str(sentence))
     page.hover(f'.panel[data-panel="0"] th.tgt[data-row="{word}"]')
+    return save_panels(page, path)
+
+
+def save_panels(page, path: Path) -> Path:
+    """Save the part of the page down to the panels' bottom as a PNG."""
     box = page.evaluate("""() => { const r = document.getElementById('panels').getBoundingClientRect();
         return {width: Math.ceil(Math.max(r.right, document.body.scrollWidth)) + 16,
                 height: Math.ceil(r.bottom + window.scrollY) + 16}; }""")

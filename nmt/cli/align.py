@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from nmt.cli.app import Checkpoint, app
+from nmt.cli.app import Checkpoint, Method, app
 
 
 class Mode(str, Enum):
@@ -25,11 +25,6 @@ class Reading(str, Enum):
 class Links(str, Enum):
     argmax = "argmax"
     threshold = "threshold"
-
-
-class Method(str, Enum):
-    attention = "attention"
-    saliency = "saliency"
 
 
 class Heuristic(str, Enum):

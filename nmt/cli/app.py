@@ -20,6 +20,13 @@ SetOpt = Annotated[list[str] | None, typer.Option(
 RunOpt = Annotated[Path, typer.Option("--run", "-r", help="run directory, e.g. runs/bahdanau")]
 
 
+class Method(str, Enum):
+    """How alignments are read from a model: its attention, or gradient saliency."""
+
+    attention = "attention"
+    saliency = "saliency"
+
+
 class Checkpoint(str, Enum):
     """Which of a run's checkpoints to load (averaged: written by `nmt average`)."""
 

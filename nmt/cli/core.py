@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from nmt.cli.app import Checkpoint, ConfigOpt, RunOpt, SetOpt, app, data_app
+from nmt.cli.app import Checkpoint, ConfigOpt, Method, RunOpt, SetOpt, app, data_app
 from nmt.errors import NMTError
 
 
@@ -118,11 +118,6 @@ class OutputFormat(str, Enum):
     jsonl = "jsonl"
 
 
-class AlignMethod(str, Enum):
-    attention = "attention"
-    saliency = "saliency"
-
-
 RunsOpt = Annotated[list[Path], typer.Option(
     "--run", "-r", help="run directory; repeat for an ensemble (one vocabulary)")]
 CheckpointOpt = Annotated[Checkpoint, typer.Option(
@@ -139,7 +134,7 @@ def translate(
         min=1, help="hypotheses per sentence, each `text<TAB>score` (default: decode.n_best)")] = None,
     alignments: Annotated[bool, typer.Option(
         "--alignments", help="add word links after a tab: Pharaoh source-target, 0-based")] = False,
-    method: Annotated[AlignMethod, typer.Option(help="with --alignments: attention or saliency")] = AlignMethod.attention,
+    method: Annotated[Method, typer.Option(help="with --alignments: attention or saliency")] = Method.attention,
     fmt: Annotated[OutputFormat, typer.Option("--format", help="text, or jsonl: one JSON object per line")] = OutputFormat.text,
     sampling: Annotated[str | None, typer.Option(help="sample instead of search: top-k:K or top-p:P")] = None,
     temperature: Annotated[float, typer.Option(min=0.0, help="with --sampling: softmax temperature")] = 1.0,
