@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from nmt import distributed as dist
+from nmt.align.guided import alignment_loss
 from nmt.checkpoint import check_vocab, kept_checkpoints, load_checkpoint, save_checkpoint
 from nmt.config import Config, GuidedConfig, config_to_dict, save_config
 from nmt.data.batching import iterate_batches, token_batches
@@ -59,8 +60,6 @@ def loss_fn(model: Seq2Seq, batch, smoothing: float, guided: GuidedConfig | None
     model's forward pass returns, if any (the `local` section's aids), plus, with
     `guided` and a batch that carries teacher targets, guided.weight times the alignment
     loss of the supervised attention (nmt.align.guided.alignment_loss)."""
-    from nmt.align.guided import alignment_loss
-
     real = batch.tgt_out != PAD
     supervise = guided is not None and guided.weight > 0 and batch.guide is not None
     logits, attn, extra = model(batch.src, batch.tgt_in, need_attn=supervise,
