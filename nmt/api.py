@@ -23,11 +23,11 @@ import torch
 
 from nmt.align.io import AlignmentRecord, Link
 from nmt.config import Config
-from nmt.data.batching import pad
+from nmt.data.batching import collate
 from nmt.data.subwords import Vocab
 from nmt.errors import NMTError
 from nmt.models.base import Seq2Seq
-from nmt.tokens import BOS, EOS, PAD
+from nmt.tokens import PAD
 
 CHUNK_LINES = 1000  # a stream is read, decoded and yielded this many lines at a time
 
@@ -220,18 +220,17 @@ class Model:
         if len(sources) != len(targets):
             raise NMTError(f"score: {len(sources)} sources but {len(targets)} targets")
         src_ids = self.vocab.encode_src(list(sources))
-        tgt_ids = [ids + [EOS] for ids in self.vocab.encode_tgt(list(targets))]
+        tgt_ids = self.vocab.encode_tgt(list(targets))
         self.module.eval()
         device = next(self.module.parameters()).device
         out: list[float] = []
         for start in range(0, len(src_ids), batch_size):
-            src = pad(src_ids[start:start + batch_size]).to(device)
-            tgt = pad(tgt_ids[start:start + batch_size]).to(device)
-            tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], 1)
-            logits, _, _ = self.module(src, tgt_in)
+            batch = collate(src_ids[start:start + batch_size],
+                            tgt_ids[start:start + batch_size]).to(device)
+            logits, _, _ = self.module(batch.src, batch.tgt_in)
             log_probs = torch.log_softmax(logits.float(), -1)
-            picked = log_probs.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
-            out += (picked * (tgt != PAD)).sum(1).tolist()
+            picked = log_probs.gather(-1, batch.tgt_out.unsqueeze(-1)).squeeze(-1)
+            out += (picked * (batch.tgt_out != PAD)).sum(1).tolist()
         return out
 
 

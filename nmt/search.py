@@ -36,26 +36,39 @@ def constrain(log_probs: Tensor, at_limit: Tensor) -> Tensor:
     return log_probs.masked_fill(banned | only_eos, float("-inf"))
 
 
-@torch.no_grad()
-def greedy(model: Seq2Seq, src: Tensor, ratio: float = 1.5, offset: int = 10) -> list[list[int]]:
-    """Pick the arg-max token at each step until EOS or the length limit."""
+def _one_token_at_a_time(model: Seq2Seq, src: Tensor, ratio: float, offset: int,
+                         choose) -> list[tuple[list[int], float]]:
+    """The left-to-right loop greedy search and sampling share: `choose(log_probs)` (B, V)
+    -> tokens (B,) at each step (PAD and BOS banned, only EOS at the length limit), until
+    EOS or the limit. Returns (ids, the sum of the model's log-probabilities of them)."""
     enc = model.encode(src)
     state = model.init_state(enc)
     limit = max_lengths(src, ratio, offset)
     prev = torch.full((src.size(0),), BOS, dtype=torch.long, device=src.device)
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+    total = torch.zeros(src.size(0), device=src.device)
     out = []
     for t in range(int(limit.max())):
         log_probs, state, _ = model.step(prev, state, enc)
         log_probs = constrain(log_probs, t + 1 >= limit)
-        prev = log_probs.argmax(-1).masked_fill(done, PAD)
+        token = choose(log_probs)
+        total += log_probs.gather(1, token[:, None]).squeeze(1).masked_fill(done, 0.0)
+        prev = token.masked_fill(done, PAD)
         out.append(prev)
         done |= (prev == EOS) | (t + 1 >= limit)
         if done.all():
             break
     rows = torch.stack(out, 1).tolist()
-    return [[i for i in row[:row.index(EOS)] if i != PAD] if EOS in row else
-            [i for i in row if i != PAD] for row in rows]
+    ids = [[i for i in row[:row.index(EOS)] if i != PAD] if EOS in row else
+           [i for i in row if i != PAD] for row in rows]
+    return list(zip(ids, total.tolist()))
+
+
+@torch.no_grad()
+def greedy(model: Seq2Seq, src: Tensor, ratio: float = 1.5, offset: int = 10) -> list[list[int]]:
+    """Pick the arg-max token at each step until EOS or the length limit."""
+    return [ids for ids, _ in _one_token_at_a_time(model, src, ratio, offset,
+                                                   lambda log_probs: log_probs.argmax(-1))]
 
 
 @torch.no_grad()
@@ -67,29 +80,12 @@ def sample(model: Seq2Seq, src: Tensor, ratio: float = 1.5, offset: int = 10, to
     sampling, Holtzman et al. 2020), until EOS or the length limit; PAD and BOS are never
     drawn (`constrain`). Returns (ids, the sum of the model's log-probabilities of them).
     A temperature near 0 draws the arg-max: greedy search."""
-    enc = model.encode(src)
-    state = model.init_state(enc)
-    limit = max_lengths(src, ratio, offset)
-    B = src.size(0)
-    prev = torch.full((B,), BOS, dtype=torch.long, device=src.device)
-    done = torch.zeros(B, dtype=torch.bool, device=src.device)
-    total = torch.zeros(B, device=src.device)
-    out = []
-    for t in range(int(limit.max())):
-        log_probs, state, _ = model.step(prev, state, enc)
-        log_probs = constrain(log_probs, t + 1 >= limit)
+
+    def draw(log_probs: Tensor) -> Tensor:
         probs = filter_top(log_probs / max(temperature, 1e-8), top_k, top_p).softmax(-1)
-        token = torch.multinomial(probs, 1, generator=generator).squeeze(1)
-        total += log_probs.gather(1, token[:, None]).squeeze(1).masked_fill(done, 0.0)
-        prev = token.masked_fill(done, PAD)
-        out.append(prev)
-        done |= (prev == EOS) | (t + 1 >= limit)
-        if done.all():
-            break
-    rows = torch.stack(out, 1).tolist()
-    ids = [[i for i in row[:row.index(EOS)] if i != PAD] if EOS in row else
-           [i for i in row if i != PAD] for row in rows]
-    return list(zip(ids, total.tolist()))
+        return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+
+    return _one_token_at_a_time(model, src, ratio, offset, draw)
 
 
 def filter_top(logits: Tensor, top_k: int = 0, top_p: float = 1.0) -> Tensor:
