@@ -1,0 +1,81 @@
+"""Promises of nmt/train.py's docstrings that no other test pinned: what the loss sums
+(label-smoothed cross-entropy over real target tokens only), which budget ends a run
+(0 = no limit, earlier sessions' time counted), and the final validation."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from nmt.data.batching import collate
+from nmt.train import Trainer, loss_fn
+from tests.conftest import tiny_model
+
+PAIRS = [([5, 6, 7, 8, 9, 3], [10, 11, 12, 13]), ([14, 15, 3], [16]), ([17, 18, 19, 3], [20, 21])]
+
+
+def _batch(pairs):
+    return collate([np.array(s) for s, _ in pairs], [np.array(t) for _, t in pairs])
+
+
+@pytest.mark.parametrize("name", ["bahdanau", "transformer"])
+def test_loss_is_label_smoothed_cross_entropy_summed_over_real_tokens(name):
+    """nmt.train:loss_fn — "Label-smoothed cross-entropy summed over real target tokens
+    (padding excluded)": a padded batch's loss is the sum of its sentences' losses alone,
+    each (1 - e) * -log p(y) + e * mean_v -log p(v) per token, EOS included."""
+    model = tiny_model(name)
+    smoothing = 0.1
+    batch = _batch(PAIRS)
+    together = loss_fn(model, batch, smoothing).item()
+    alone = [loss_fn(model, _batch([pair]), smoothing).item() for pair in PAIRS]
+    assert together == pytest.approx(sum(alone), rel=1e-5)
+    one = _batch(PAIRS[:1])
+    log_p = torch.log_softmax(model(one.src, one.tgt_in)[0][0], -1)  # (T, V)
+    y = one.tgt_out[0]
+    assert y.tolist() == [10, 11, 12, 13, 3]  # the target and its EOS, 5 tokens
+    by_hand = ((1 - smoothing) * -log_p[torch.arange(5), y] + smoothing * -log_p.mean(-1)).sum()
+    assert alone[0] == pytest.approx(by_hand.item(), rel=1e-5)
+
+
+def _fake(step=0, epoch=0, stale=0, base=0.0, **train):
+    limits = {"max_steps": 0, "max_minutes": 0, "max_epochs": 0, "patience": 0, **train}
+    fake = SimpleNamespace(cfg=SimpleNamespace(train=SimpleNamespace(**limits)),
+                           progress=SimpleNamespace(step=step, epoch=epoch, stale=stale),
+                           base=base, started=time.time())
+    fake.elapsed = lambda: Trainer.elapsed(fake)
+    return fake
+
+
+def test_each_budget_ends_the_run_and_zero_means_no_limit():
+    """nmt.train:Trainer.out_of_budget — whichever of train.max_steps, max_minutes,
+    max_epochs or patience (validations without BLEU gain) is reached first ends the run;
+    0 turns a limit off. Trainer.elapsed — earlier sessions (before --resume) count."""
+    out = Trainer.out_of_budget
+    assert out(_fake(step=10**6, epoch=10**3, stale=10**3, base=10**6)) is None  # no limits
+    assert out(_fake(step=99, max_steps=100)) is None
+    assert out(_fake(step=100, max_steps=100)) == "reached train.max_steps=100"
+    assert out(_fake(epoch=2, max_epochs=2)) == "reached train.max_epochs=2"
+    assert out(_fake(epoch=1, max_epochs=2)) is None
+    assert out(_fake(base=0.0, max_minutes=1)) is None
+    assert out(_fake(base=60.0, max_minutes=1)) == "reached train.max_minutes=1"  # resumed
+    assert out(_fake(stale=2, patience=3)) is None
+    assert "early stop" in out(_fake(stale=3, patience=3))
+
+
+def test_the_run_ends_with_one_validation_at_its_last_step():
+    """nmt.train:Trainer._finish — a run that ends on its budget validates (and saves) at
+    its last step unless it has just validated there; a signal does not validate."""
+    calls = []
+    for history, step, reason, validates in (([], 5, "reached", True),
+                                             ([{"step": 3}], 5, "reached", True),
+                                             ([{"step": 5}], 5, "reached", False),
+                                             ([], 5, "signal", False)):
+        fake = SimpleNamespace(progress=SimpleNamespace(history=history, step=step),
+                               _validate_and_save=lambda: calls.append(1))
+        before = len(calls)
+        assert Trainer._finish(fake, reason) == reason
+        assert (len(calls) - before == 1) is validates
