@@ -5,10 +5,11 @@ translation for free mode: in eval mode the attention it computes is exactly
 the one search saw). Row t of a raw matrix is the step that *predicts* target
 piece t (the last row predicts EOS); columns are source pieces plus EOS.
 
-Word-level matrices (`word_weights`) come from one reading of the raw weights:
-RNN families have one map. For the Transformer the default is the "shifted"
-reading of Chen et al. (2020): target piece t is read at the step whose *input*
-is piece t (row t + 1), averaged over the heads of one layer.
+Word-level matrices (`word_weights`) come from one reading of the raw weights
+(nmt.align.words.reading): RNN families have one map; for the Transformer the
+default is the mean over every layer and head, read naively like every family
+(`alignment_reading`); the "shifted" reading of Chen et al. (2020), target piece t
+read at the step whose *input* is piece t (row t + 1), is an option.
 """
 
 from __future__ import annotations
