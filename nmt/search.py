@@ -40,7 +40,8 @@ def _one_token_at_a_time(model: Seq2Seq, src: Tensor, ratio: float, offset: int,
                          choose) -> list[tuple[list[int], float]]:
     """The left-to-right loop greedy search and sampling share: `choose(log_probs)` (B, V)
     -> tokens (B,) at each step (PAD and BOS banned, only EOS at the length limit), until
-    EOS or the limit. Returns (ids, the sum of the model's log-probabilities of them)."""
+    EOS or the limit. Returns (ids, the sum of the model's log-probabilities of them and
+    of the final EOS)."""
     enc = model.encode(src)
     state = model.init_state(enc)
     limit = max_lengths(src, ratio, offset)
@@ -78,8 +79,9 @@ def sample(model: Seq2Seq, src: Tensor, ratio: float = 1.5, offset: int = 10, to
     """Draw each token from softmax(log p / temperature) cut to the `top_k` most likely
     tokens (0 = all) or to the smallest set whose probability reaches `top_p` (nucleus
     sampling, Holtzman et al. 2020), until EOS or the length limit; PAD and BOS are never
-    drawn (`constrain`). Returns (ids, the sum of the model's log-probabilities of them).
-    A temperature near 0 draws the arg-max: greedy search."""
+    drawn (`constrain`). Returns (ids, the sum of the model's own log-probabilities, not
+    the temperature's, of them and of the final EOS). A temperature near 0 draws the
+    arg-max: greedy search."""
 
     def draw(log_probs: Tensor) -> Tensor:
         probs = filter_top(log_probs / max(temperature, 1e-8), top_k, top_p).softmax(-1)
@@ -98,6 +100,7 @@ def filter_top(logits: Tensor, top_k: int = 0, top_p: float = 1.0) -> Tensor:
         sorted_logits, order = logits.sort(dim=-1, descending=True)
         before = sorted_logits.softmax(-1).cumsum(-1) - sorted_logits.softmax(-1)
         drop = before >= top_p  # the mass of the better tokens already reaches top_p
+        drop[:, 0] = False  # the best stays, even for top_p <= 0
         logits = logits.masked_fill(drop.scatter(1, order, drop), float("-inf"))
     return logits
 
