@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ["transformer", "bahdanau", "luong_general", "luong_local_p", "fixed_context"]
 
 
-def measure(family: str, steps: int, sentences: int, threads: int, runs_dir: Path) -> dict:
+def measure(family: str, steps: int, sentences: int, threads: int, runs_dir: Path,
+            compiled: bool = False) -> dict:
     import torch
 
     from nmt.config import load_config
@@ -40,7 +41,7 @@ def measure(family: str, steps: int, sentences: int, threads: int, runs_dir: Pat
     src, tgt = encode_split(cfg, vocab_dir, cfg.data.train)
     model = build_model(cfg.model, vocab.src_size, vocab.tgt_size, vocab.joint)
     params = sum(p.numel() for p in model.parameters())
-    out = {"family": family, "params": params, **train_rates(model, cfg, src, tgt, steps)}
+    out = {"family": family, "params": params, **train_rates(model, cfg, src, tgt, steps, compiled)}
     test_src, _ = encode_split(cfg, vocab_dir, cfg.data.test)
     trained = runs_dir / family
     if (trained / "checkpoints").is_dir():  # decode with a trained model: realistic lengths
@@ -53,9 +54,11 @@ def measure(family: str, steps: int, sentences: int, threads: int, runs_dir: Pat
     return out
 
 
-def train_rates(model, cfg, src: list, tgt: list, steps: int) -> dict:
+def train_rates(model, cfg, src: list, tgt: list, steps: int, compiled: bool = False) -> dict:
     """Target tokens/s and FLOP/s over `steps` timed training steps (after 3 warm-up
-    steps); each timed batch's FLOPs are counted in a separate, untimed pass."""
+    steps); each timed batch's FLOPs are counted in a separate, untimed pass of the plain
+    module. `compiled`: the timed steps run torch.compile(model, dynamic=True) (as
+    train.compile does), and warmup_s reports the warm-up steps' seconds (the compile)."""
     import torch
     from flops import gemm_peak, step_flops
 
@@ -68,12 +71,17 @@ def train_rates(model, cfg, src: list, tgt: list, steps: int) -> dict:
     model.train()
     tokens, seconds, flops, shapes = 0, 0.0, 0, Counter()
 
-    def forward_backward(batch):
-        (loss_fn(model, batch, cfg.train.label_smoothing) / batch.n_tokens).backward()
+    run = torch.compile(model, dynamic=True) if compiled else model
+    warmup = time.perf_counter()
+
+    def forward_backward(batch, module=run):
+        (loss_fn(module, batch, cfg.train.label_smoothing) / batch.n_tokens).backward()
 
     for i, batch in enumerate(iterate_batches(src, tgt, batches)):
-        if i >= 3:  # the first steps warm up allocators and kernels
-            counted, by_shape = step_flops(lambda: forward_backward(batch))
+        if i == 3:
+            warmup = time.perf_counter() - warmup
+        if i >= 3:  # the first steps warm up allocators and kernels (and compile)
+            counted, by_shape = step_flops(lambda: forward_backward(batch, model))
             flops += counted
             shapes.update(by_shape)
             optim.zero_grad(set_to_none=True)
@@ -87,6 +95,7 @@ def train_rates(model, cfg, src: list, tgt: list, steps: int) -> dict:
             tokens += batch.n_tokens
     peak, shape = gemm_peak(shapes)
     return {"train_tok_s": tokens / seconds, "train_flop_s": flops / seconds,
+            "warmup_s": warmup,
             "gemm_peak": peak, "gemm_shape": list(shape), "flops_per_tok": flops / tokens}
 
 
@@ -112,27 +121,32 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, default=ROOT / "runs",
                         help="decode with runs/<family> when trained (untrained models stop "
                              "at random lengths, which makes decoding speed meaningless)")
+    parser.add_argument("--compile", action="store_true",
+                        help="time the training steps under torch.compile (train.compile)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(measure(args.one, args.steps, args.sentences, args.threads,
-                                 args.runs)))
+                                 args.runs, args.compile)))
         return
     print(conditions(args))
     print("| family | parameters | train tgt tok/s | train GFLOP/s | fp32 GEMM peak GFLOP/s "
-          "(m×k×n) | fraction of peak | greedy sent/s | beam-5 sent/s | peak MiB | decoded by |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "(m×k×n) | fraction of peak | warm-up s | greedy sent/s | beam-5 sent/s | peak MiB "
+          "| decoded by |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     untrained = []
     for family in args.families:
         out = subprocess.run([sys.executable, __file__, "--one", family, "--steps",
                               str(args.steps), "--sentences", str(args.sentences),
-                              "--threads", str(args.threads), "--runs", str(args.runs)],
+                              "--threads", str(args.threads), "--runs", str(args.runs)]
+                             + (["--compile"] if args.compile else []),
                              capture_output=True, text=True, cwd=ROOT, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         shape = "×".join(map(str, r["gemm_shape"]))
         print(f"| {family} | {r['params'] / 1e6:.1f} M | {r['train_tok_s']:,.0f} | "
               f"{r['train_flop_s'] / 1e9:.1f} | {r['gemm_peak'] / 1e9:.1f} ({shape}) | "
-              f"{r['train_flop_s'] / r['gemm_peak']:.1%} | {r['greedy_sent_s']:.1f} | "
+              f"{r['train_flop_s'] / r['gemm_peak']:.1%} | {r['warmup_s']:.1f} | "
+              f"{r['greedy_sent_s']:.1f} | "
               f"{r['beam5_sent_s']:.1f} | {r['peak_mib']:,.0f} | {r['decoded_by']} model |",
               flush=True)
         if r["decoded_by"] == "untrained":
@@ -157,7 +171,8 @@ def conditions(args) -> str:
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     return (f"{time.strftime('%Y-%m-%d %H:%M')} | {cpu}, {os.cpu_count()} CPUs, "
             f"{args.threads} threads | torch {torch.__version__} | load average {load} | "
-            f"{args.steps} timed steps, {args.sentences} sentences\n")
+            f"{args.steps} timed steps, {args.sentences} sentences"
+            f"{', torch.compile' if args.compile else ''}\n")
 
 
 if __name__ == "__main__":

@@ -81,9 +81,8 @@ class DataConfig:
     valid: str = "val"
     test: str = "test"
     max_len: int = positive(100)  # training pairs longer than this (subwords) are dropped
-    # training examples join runs of 1..concat shuffled pairs (sizes drawn uniformly, fixed by
-    # train.seed; Kondo et al. 2021), after max_len filters the pairs one by one: longer
-    # inputs than the corpus's own. 1: the pairs as they are
+    # training examples join runs of 1..concat shuffled pairs (sizes uniform, seeded; Kondo et
+    # al. 2021) after max_len filters the pairs one by one. 1: the pairs as they are
     concat: int = positive(1)
 
 
@@ -93,13 +92,11 @@ class VocabConfig:
     size: int = positive(8000)  # vocabulary size (per side when not joint)
     joint: bool = True  # one vocabulary for source and target
     character_coverage: float = 1.0  # SentencePiece character coverage
-    # SentencePiece normalisation rule. identity: pieces are the corpus's own NFC text, so
-    # hypotheses are in the references' form; nmt_nfkc (SentencePiece's default) would emit
-    # "..." for "…" and "fi" for "ﬁ". Also: nfkc, nmt_nfkc_cf, nfkc_cf (case-folded).
+    # SentencePiece normalisation. identity: hypotheses in the references' own NFC form;
+    # nmt_nfkc (SentencePiece's default) emits "..." for "…". Also nfkc, *_cf (case-folded)
     normalization: str = one_of("identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf")
-    # subword regularisation (Kudo 2018): each epoch re-segments the training pairs by sampling
-    # (seeded by train.seed + epoch); validation, test, alignment and translation keep the best
-    # segmentation. alpha: SentencePiece's smoothing (unigram; bpe: the dropout rate), 0 = off
+    # subword regularisation (Kudo 2018): each epoch re-samples the training segmentation (seed
+    # train.seed + epoch), the rest keeps the best. alpha: smoothing (bpe: dropout), 0 = off
     sampling_alpha: float = 0.0
     sampling_nbest: int = -1  # sample among the n best segmentations (-1 = all; unigram)
 
@@ -191,6 +188,7 @@ class TrainConfig:
     keep_last: int = non_negative(0)  # keep the weights of the last N validations as
     #   checkpoints/step<N>.pt, for `nmt average` (0 = none)
     tensorboard: bool = False  # also log to runs/<name>/tensorboard (extra [tensorboard])
+    compile: bool = False  # torch.compile the training pass (docs/benchmarks.md: when it pays)
 
 
 @dataclass(frozen=True)

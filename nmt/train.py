@@ -107,6 +107,8 @@ class Trainer:
         self.model = build_model(cfg.model, v.src_size, v.tgt_size, v.joint,
                                  cfg.local).to(self.device)
         self.ddp = dist.wrap(self.model)
+        if cfg.train.compile:  # the training pass only: the weights stay self.model's
+            self.ddp = torch.compile(self.ddp, dynamic=True)
         self.optim = build_optimizer(self.model, cfg.train.lr, cfg.train.weight_decay)
         self.schedule, self.progress = Schedule(cfg.train), Progress()
         t = cfg.train  # a live bar on a terminal, the plain lines otherwise
