@@ -40,8 +40,9 @@ bench: $(STAMP)
 bench-align: $(STAMP)
 	OMP_NUM_THREADS=1 NMT_ALIGN_GOLD_DIR="$(NMT_ALIGN_GOLD_DIR)" $(BIN)/python benchmarks/alignment.py $(ARGS)
 
-# One-line mutants of the model, search and alignment code against the fast tests
-# (scripts/mutants.py --help: --files, --limit, --sample, --only, --named, --list).
+# One-line mutants of the model, search, alignment, evaluation and training code against
+# the fast tests; --full runs the survivors against the whole suite too
+# (scripts/mutants.py --help: --files, --limit, --sample, --only, --named, --list, --full).
 mutants: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python scripts/mutants.py $(ARGS)
 
