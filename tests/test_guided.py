@@ -187,3 +187,42 @@ def test_teachers_and_their_errors(data_root, tmp_path, capsys, monkeypatch):
     missing = {**raw, "name": "m", "data": {**raw["data"], "valid": "nope"}}
     (tmp_path / "m.yaml").write_text(json.dumps(missing))
     assert_user_error(run_cli(capsys, "data", "links", "--config", tmp_path / "m.yaml"))
+
+
+def test_adapting_a_guided_run_keeps_its_guidance(guided_run, data_root):
+    """--adapt of a guided run trains on the teacher's links of the pairs being aligned
+    (eflomal on the corpus + the pairs): the adapted supervised head follows them more
+    closely than an unguided adaptation's, a weight of 0 adapts as unguided, and
+    `nmt align --adapt` records that it was guided."""
+    pytest.importorskip("eflomal")
+    from nmt.align.adapt import adapt_copy
+    from nmt.align.export import AlignOptions, extract_run
+    from nmt.align.guided import pair_guides
+    from nmt.data.batching import collate
+
+    model = nmt.load(guided_run.run_dir)
+    cfg, vocab = model.cfg, model.vocab
+    texts, refs = short_pairs(data_root, 16)
+    src_ids, tgt_ids = vocab.encode_src(texts), vocab.encode_tgt(refs)
+    guides = pair_guides(cfg, vocab, texts, refs, src_ids, tgt_ids, from_corpus=True)
+    assert sum(g is not None and g.sum() > 0 for g in guides) >= 12  # eflomal linked them
+    batch = collate(src_ids, tgt_ids, guides)
+    adapted = {}
+    for name, weight, given in (("guided", cfg.guided.weight, guides), ("plain", 0.0, None),
+                                ("zero", 0.0, guides)):
+        guided = config_from_dict({**config_to_dict(cfg), "guided": {
+            **config_to_dict(cfg)["guided"], "weight": weight}}).guided
+        adapted[name], _ = adapt_copy(model.module, src_ids, tgt_ids, 8, 3e-3, cfg.train,
+                                      guided=guided, guides=given)
+    zero, plain = adapted["zero"].state_dict(), adapted["plain"].state_dict()
+    assert all(torch.equal(zero[k], plain[k]) for k in zero)
+    ce = {}
+    for name in ("guided", "plain"):
+        with torch.no_grad():
+            _, attn, _ = adapted[name](batch.src, batch.tgt_in, need_attn=True)
+        ce[name] = alignment_loss(attn, batch.guide, cfg.guided.layer, cfg.guided.heads).item()
+    assert ce["guided"] < ce["plain"], ce
+    opts = AlignOptions(runs=[guided_run.run_dir], src=texts, tgt=refs, adapt=2, plot=0)
+    out = extract_run(guided_run.run_dir, texts, refs, opts)
+    assert out.records["attention"][0].meta["adapt_guided"] == "eflomal"
+    assert out.adaptation is not None and out.adaptation.steps == 2

@@ -6,7 +6,8 @@ The copy trains with the run's own objective (`nmt.train.loss_fn`, label-smoothe
 entropy per target token plus the auxiliary loss its forward pass returns, the run's
 gradient clipping and batch size in tokens), with the trainer's optimiser
 (`nmt.optim.build_optimizer`) at a small constant learning rate, dropout on (train mode);
-it is returned in eval mode.
+it is returned in eval mode. A guided run keeps its guidance (`guided`, with `guides`:
+each pair's piece targets, nmt.align.guided.pair_guides).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from nmt.config import TrainConfig
+from nmt.config import GuidedConfig, TrainConfig
 from nmt.data.batching import iterate_batches, token_batches
 from nmt.errors import NMTError
 from nmt.models.base import Seq2Seq
@@ -43,8 +44,10 @@ class Adaptation:
         return asdict(self)
 
 
-def _batches(src_ids: list, tgt_ids: list, batch_tokens: int, seed: int):
-    """Endless length-bucketed batches of the non-empty pairs, reshuffled every epoch."""
+def _batches(src_ids: list, tgt_ids: list, batch_tokens: int, seed: int,
+             guides: list | None = None):
+    """Endless length-bucketed batches of the non-empty pairs, reshuffled every epoch
+    (with `guides`, each batch carries its pairs' teacher targets)."""
     keep = [i for i, (s, t) in enumerate(zip(src_ids, tgt_ids)) if len(s) > 1 and len(t) > 0]
     if not keep:
         raise NMTError("--adapt: no sentence pair has both a source and a target to train on")
@@ -52,12 +55,13 @@ def _batches(src_ids: list, tgt_ids: list, batch_tokens: int, seed: int):
     epoch = 0
     while True:
         yield from iterate_batches(src_ids, tgt_ids,
-                                   token_batches(lengths, batch_tokens, seed + epoch, keep))
+                                   token_batches(lengths, batch_tokens, seed + epoch, keep),
+                                   guides)
         epoch += 1
 
 
 def adapting(model: Seq2Seq, src_ids: list, tgt_ids: list, lr: float, train: TrainConfig,
-             seed: int = 0):
+             seed: int = 0, guided: GuidedConfig | None = None, guides: list | None = None):
     """Fine-tune a deep copy of `model` on the pairs, one optimiser step per iteration:
     yields `(copy, loss)` after every step, always the same copy. A caller may switch it
     to eval mode to read it; the next step switches it back to train mode. `model` itself
@@ -69,9 +73,10 @@ def adapting(model: Seq2Seq, src_ids: list, tgt_ids: list, lr: float, train: Tra
     optim = build_optimizer(tuned, lr)
     with torch.random.fork_rng(devices=[]):  # dropout draws do not disturb the caller's RNG
         torch.manual_seed(seed)
-        for batch in _batches(list(src_ids), list(tgt_ids), train.batch_tokens, seed):
+        for batch in _batches(list(src_ids), list(tgt_ids), train.batch_tokens, seed, guides):
             tuned.train()
-            loss = loss_fn(tuned, batch.to(device), train.label_smoothing) / batch.n_tokens
+            loss = loss_fn(tuned, batch.to(device), train.label_smoothing,
+                           guided if guides is not None else None) / batch.n_tokens
             loss.backward()
             if train.clip:
                 torch.nn.utils.clip_grad_norm_(tuned.parameters(), train.clip)
@@ -81,14 +86,17 @@ def adapting(model: Seq2Seq, src_ids: list, tgt_ids: list, lr: float, train: Tra
 
 
 def adapt_copy(model: Seq2Seq, src_ids: list, tgt_ids: list, steps: int, lr: float,
-               train: TrainConfig, seed: int = 0) -> tuple[Seq2Seq, Adaptation]:
+               train: TrainConfig, seed: int = 0, guided: GuidedConfig | None = None,
+               guides: list | None = None) -> tuple[Seq2Seq, Adaptation]:
     """A deep copy of `model` fine-tuned for `steps` optimiser steps on the pairs
-    (src ids end in EOS, tgt ids do not); the copy comes back in eval mode."""
+    (src ids end in EOS, tgt ids do not), guided by `guides` when given; the copy comes
+    back in eval mode."""
     if steps < 1 or lr <= 0:
         raise NMTError(f"--adapt {steps} / --adapt-lr {lr}: need at least 1 step and lr > 0")
     start = time.perf_counter()
     losses = []
-    for _, (tuned, loss) in zip(range(steps), adapting(model, src_ids, tgt_ids, lr, train, seed)):
+    for _, (tuned, loss) in zip(range(steps), adapting(model, src_ids, tgt_ids, lr, train, seed,
+                                                          guided, guides)):
         losses.append(loss)
     tuned.eval()
     return tuned, Adaptation(steps, time.perf_counter() - start, lr, losses[0], losses[-1])

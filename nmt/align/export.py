@@ -17,7 +17,7 @@ from nmt.align.bidirectional import (
     symmetrized_records,
 )
 from nmt.align.extract import collect
-from nmt.align.guided import reading_of
+from nmt.align.guided import pair_guides, reading_of
 from nmt.align.io import (
     AlignmentRecord,
     corpus_gold,
@@ -158,8 +158,13 @@ def extract_run(run: Path, sources: list[str], targets: list[str], opts: AlignOp
     adaptation = None
     meta = {"mode": opts.mode, "run": str(run), "direction": direction}
     if opts.adapt:
+        guides = None
+        if cfg.guided.weight:  # a guided run keeps its teacher: eflomal on these pairs
+            guides = pair_guides(cfg, vocab, sources, targets, src_ids, tgt_ids,
+                                 opts.pairs is None and not opts.src)
+            meta["adapt_guided"] = "eflomal"
         model, adaptation = adapt_copy(model, src_ids, tgt_ids, opts.adapt, opts.adapt_lr,
-                                       cfg.train)
+                                       cfg.train, guided=cfg.guided, guides=guides)
         meta["adapt_steps"] = opts.adapt
     out = Extraction(cfg, {}, {}, adaptation)
     for method in opts.methods:

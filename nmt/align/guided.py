@@ -85,6 +85,26 @@ def guide_targets(vocab, src_ids: list, tgt_ids: list, links: list[set[Link]]
     return out, misfit
 
 
+def pair_guides(cfg: Config, vocab, sources: Sequence[str], targets: Sequence[str],
+                src_ids: list, tgt_ids: list, from_corpus: bool) -> list[np.ndarray | None]:
+    """`--adapt` of a guided run keeps its guidance: the piece targets of eflomal's links of
+    the pairs being aligned, eflomal trained as its own `--statistical` row is (the
+    corpus's training pairs plus these pairs; `from_corpus`: they are a split of the corpus,
+    tokenised alike), both directions joined by guided.symmetrize. Always eflomal, also for
+    a run taught by gold links: gold of the pairs being aligned is what they are scored on."""
+    from nmt.align.statistical import require_eflomal, statistical_links
+    from nmt.align.symmetrize import symmetrize
+    from nmt.data.corpora import load_split
+
+    require_eflomal()
+    train = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, cfg.data.train)
+    langs = None if from_corpus else (cfg.src_lang, cfg.tgt_lang)
+    fwd, rev, _ = statistical_links(sources, targets, train, langs)
+    links = [symmetrize(f, r, len(s.split()), len(t.split()), cfg.guided.symmetrize)
+             for f, r, s, t in zip(fwd, rev, sources, targets, strict=True)]
+    return guide_targets(vocab, src_ids, tgt_ids, links)[0]
+
+
 # ------------------------------------------------------------------ the teacher's links
 
 
