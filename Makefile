@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install test demo bench bench-align multi30k lint clean mutants lab docs
+.PHONY: install test demo bench bench-bleu bench-align multi30k lint clean mutants lab docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,15 @@ lab: $(STAMP)
 	$(BIN)/nmt lab all --out reports/lab
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/throughput.py
+	$(BIN)/python benchmarks/throughput.py $(ARGS)
+
+# Time to BLEU: two families trained at once for 20 minutes, one thread each, then every
+# test split with beam 5 (reports/bench-bleu/). Needs Multi30k de-en (`make multi30k`).
+# FAMILIES, SEED: make bench-bleu FAMILIES="luong_general fixed_context" SEED=2
+FAMILIES ?= transformer bahdanau
+SEED ?= 1
+bench-bleu: $(STAMP)
+	$(BIN)/python benchmarks/time_to_bleu.py $(FAMILIES) --seed $(SEED) $(ARGS)
 
 # Word alignments: family x method x single/symmetrised x adapted, synthetic test set and
 # Hansards en-fr, with the diagonal and eflomal rows (reports/bench-align/alignment.md).

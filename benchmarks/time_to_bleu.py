@@ -35,8 +35,23 @@ def config_path(family: str) -> Path:
     return ROOT / "configs" / "multi30k" / f"{family}.yaml"
 
 
+def check_data(families: list[str]) -> None:
+    """A missing config or corpus stops here with nmt's one-line error, before training."""
+    from nmt.config import load_config
+    from nmt.data.corpora import load_split
+    from nmt.errors import NMTError
+
+    try:
+        for family in families:
+            cfg = load_config(config_path(family))
+            load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, cfg.data.valid)
+    except NMTError as err:
+        sys.exit(f"time_to_bleu: {err}")
+
+
 def train_pair(families: list[str], args) -> list[Path]:
     """Start one training per family at once (one thread each) and wait for all."""
+    check_data(families)
     runs, procs = [], []
     args.out.mkdir(parents=True, exist_ok=True)
     for family in families:
@@ -164,7 +179,7 @@ def main() -> None:
     parser.add_argument("families", nargs="*", help="config stems under configs/multi30k/")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--minutes", type=float, default=20)
-    parser.add_argument("--average", type=int, default=3,
+    parser.add_argument("--average", type=int, default=0,
                         help="also score the mean of the last N kept checkpoints (0: no)")
     parser.add_argument("--set", action="append", default=[], help="a config override")
     parser.add_argument("--runs-dir", type=Path, default=Path("runs/bench-bleu"))

@@ -69,3 +69,51 @@ def test_benchmarks_name_no_folder_beside_the_checkout():
     for path in BENCHMARKS.glob("*.py"):
         text = path.read_text()
         assert "../shared" not in text and '"shared"' not in text, path
+
+
+def test_time_to_bleu_without_the_corpus_or_the_config_stops_before_training(tmp_path):
+    """benchmarks/time_to_bleu.py checks every family's config and corpus first: one line
+    naming the missing file and the command that makes it, and no training started."""
+    config = tmp_path / "t.yaml"
+    config.write_text(f"data: {{root: {tmp_path / 'data'}, corpus: multi30k, pair: de-en}}\n"
+                      "model: {family: bahdanau}\n")
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "time_to_bleu.py"), str(config),
+                           "--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs")],
+                          text=True, capture_output=True, timeout=120, cwd=tmp_path)
+    message = done.stderr.strip()
+    assert done.returncode != 0 and "\n" not in message and "Traceback" not in message
+    assert "val.de" in message and "nmt data download multi30k" in message, message
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "time_to_bleu.py"), "nosuch"],
+                          text=True, capture_output=True, timeout=120, cwd=tmp_path)
+    assert done.returncode != 0 and "nosuch.yaml" in done.stderr and "\n" not in done.stderr.strip()
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "time_to_bleu.py"), "--report",
+                           "--out", str(tmp_path / "none")], text=True, capture_output=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode != 0 and "no results yet" in done.stderr
+
+
+def test_time_to_bleu_reports_the_median_over_seeds_and_lists_each(tmp_path):
+    """The table takes each family's median test BLEU over its seeds and lists every seed;
+    the validation curve is drawn from the same results."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("time_to_bleu", BENCHMARKS / "time_to_bleu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sig = {"bleu_signature": "nrefs:1|case:mixed", "chrf_signature": "nc:6"}
+
+    def result(family, seed, bleu):
+        return {"family": family, "seed": seed, "steps": 100 * seed, "tokens_per_s": 1000,
+                "valid": [[10.0, 50, 5.0], [20.0, 100, 9.0 + seed]], "averaged": {},
+                "test": {"test_2016_flickr": {"bleu": bleu, "chrf": bleu + 20, **sig}}}
+
+    rows = [result("bahdanau", 1, 30.0), result("bahdanau", 2, 36.0),
+            result("transformer", 1, 33.0), result("bahdanau", 3, 31.0)]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    table = module.report(tmp_path)
+    line = next(x for x in table.splitlines() if x.startswith("| bahdanau"))
+    assert "**31.00**" in line and "30.00/36.00/31.00" in line and "1, 2, 3" in line
+    assert "**33.00**" in next(x for x in table.splitlines() if x.startswith("| transformer"))
+    assert "nrefs:1|case:mixed" in table and (tmp_path / "validation.png").stat().st_size > 0

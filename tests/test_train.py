@@ -230,3 +230,41 @@ def test_training_on_joined_pairs_reports_the_examples(data_root, tmp_path, caps
     assert max(len(s) for s in trainer.data.train_src) > 13
     assert f"joined into {record['examples']:,} examples of 1 to 3 pairs (data.concat)" in \
         capsys.readouterr().err
+
+
+def test_train_compile_runs_the_training_pass_compiled_and_keeps_plain_checkpoints(
+        data_root, tmp_path, monkeypatch):
+    """train.compile: the training pass goes through torch.compile(..., dynamic=True);
+    validation, decoding and checkpoints use the plain module, so a compiled run resumes
+    and loads like any other. (A stand-in for torch.compile, which takes minutes on CPU.)"""
+    calls = {"compiled": 0, "steps": 0}
+
+    class Compiled(torch.nn.Module):
+        def __init__(self, module):
+            super().__init__()
+            self.inner = module
+
+        def forward(self, *args, **kwargs):
+            calls["steps"] += 1
+            return self.inner(*args, **kwargs)
+
+    def fake_compile(module, dynamic=None):
+        calls["compiled"] += 1
+        assert dynamic is True
+        return Compiled(module)
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    cfg = tiny_config(data_root, tmp_path, "compiled", MODELS["bahdanau"], max_steps=4,
+                      valid_every=2, compile=True)
+    trainer = Trainer(cfg, quiet=True)
+    trainer.fit()
+    assert calls == {"compiled": 1, "steps": 4}  # every training step, no validation pass
+    _, _, model, _ = load_run(cfg.run_dir, "last")  # plain parameter names in the checkpoint
+    a, b = _params(model), _params(trainer.model)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    more = tiny_config(data_root, tmp_path, "compiled", MODELS["bahdanau"], max_steps=6,
+                       valid_every=2, compile=True)
+    resumed = Trainer(more, resume=True, quiet=True)
+    assert resumed.progress.step == 4
+    resumed.fit()
+    assert calls == {"compiled": 2, "steps": 6}
