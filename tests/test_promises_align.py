@@ -18,7 +18,6 @@ from nmt.align.extract import forced_weights
 from nmt.align.guided import teacher_aer
 from nmt.align.io import (
     AlignmentRecord,
-    GoldAlignment,
     format_pharaoh,
     load_gold,
     read_gold,
@@ -35,11 +34,7 @@ from nmt.align.metrics import (
 from nmt.align.words import links_from_matrix, reading, word_matrix
 from nmt.errors import NMTError
 from tests.conftest import tiny_model
-
-
-def gold(sure: set, possible: set = frozenset()) -> GoldAlignment:
-    return GoldAlignment(frozenset(sure), frozenset(set(possible) | set(sure)))
-
+from tests.test_alignment import gold
 
 # ------------------------------------------------------------------------------------ AER
 
