@@ -160,6 +160,10 @@ class GuidedConfig:
                              "intersection", "union")  # how eflomal's two directions join
     layer: int = -2  # transformer: the supervised decoder layer (negative: from the top)
     heads: int = positive(1)  # transformer: how many of that layer's heads (the first ones)
+    # a target word the teacher leaves unlinked is taught to attend to the source EOS (IBM's
+    # NULL word), and a guided run's reading takes EOS as "no link" (off: those positions
+    # add nothing to the loss)
+    null: bool = False
 
 
 @dataclass(frozen=True)

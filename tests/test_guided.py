@@ -32,6 +32,38 @@ def test_word_links_map_onto_pieces_and_rows_are_normalised():
     assert piece_targets(["▁a"], ["▁x"], {(3, 0)}) is None  # the teacher saw other words
 
 
+def test_null_teaches_unlinked_words_and_eos_to_attend_to_the_source_eos():
+    """guided.null: target word 0 has no link and the EOS row none either: both put their
+    mass on the source EOS column; a linked row is unchanged; a pair without any link
+    stays unguided (no teacher, not "everything is NULL")."""
+    g = piece_targets(["▁a", "▁b"], ["▁x", "y", "▁z"], {(1, 1)}, null=True)
+    np.testing.assert_allclose(g, [[0, 0, 1], [0, 0, 1], [0, 1, 0], [0, 0, 1]])
+    assert piece_targets(["▁a", "▁b"], ["▁x"], set(), null=True).sum() == 0
+
+
+def test_a_null_reading_takes_the_source_eos_as_no_link():
+    """Pieces = words; raw (1, 1, T+1=3, S=3) map, the last column the source EOS. Row 0
+    puts most mass on EOS: no link with null; without null EOS is dropped and the row's
+    argmax among words links it; row 1 links word 1 both ways. Threshold alike."""
+    from nmt.align.extract import make_record
+    from nmt.tokens import EOS
+
+    class Vocab:
+        def src_pieces(self, ids):
+            return ["▁a", "▁b"][:len(ids)]
+
+        def tgt_pieces(self, ids):
+            return ["▁x", "▁y"][:len(ids)]
+
+    w = np.array([[[[0.3, 0.1, 0.6], [0.1, 0.8, 0.1], [0.0, 0.0, 1.0]]]])
+    src, tgt = [5, 6, EOS], [7, 8]
+    assert make_record(0, Vocab(), src, tgt, w).links == [(0, 0), (1, 1)]
+    assert make_record(0, Vocab(), src, tgt, w, null=True).links == [(1, 1)]
+    held = make_record(0, Vocab(), src, tgt, w, null=True, links="threshold", threshold=0.3)
+    assert held.links == [(0, 0), (1, 1)]
+    np.testing.assert_allclose(held.word_weights[0], [0.75, 0.25])  # the map keeps no EOS
+
+
 def test_the_loss_is_the_cross_entropy_to_the_supervised_heads_by_hand():
     """attn (B=1, L=2, H=2, T=2, S=2); supervised layer -2 (the first), its first head:
     a = [[0.8, 0.2], [0.4, 0.6]]; targets g = [[1, 0], [0.5, 0.5]]:

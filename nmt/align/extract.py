@@ -60,18 +60,27 @@ def forced_weights(model: Seq2Seq, src_ids: list, tgt_ids: list, batch_size: int
 def make_record(index: int, vocab: Vocab, src: list[int], tgt: list[int], weights: np.ndarray,
                 shifted: bool | None = None, layer: int | None = None,
                 meta: dict | None = None, links: str = "argmax",
-                threshold: float = 0.0, heads: int | None = None) -> AlignmentRecord:
+                threshold: float = 0.0, heads: int | None = None,
+                null: bool = False) -> AlignmentRecord:
     """Subword weights plus their word-level reduction and hard links (`links`: argmax or
-    threshold, nmt.align.words.links_from_matrix)."""
+    threshold, nmt.align.words.links_from_matrix). `null` (a guided run taught the NULL
+    word, guided.null): the links come from the map that keeps the source EOS as a word,
+    and a target word whose argmax (or threshold) lands there gets no link."""
     src_pieces = vocab.src_pieces([i for i in src if i != EOS])
     tgt_pieces = vocab.tgt_pieces(list(tgt))
     src_word_of, tgt_word_of = pieces_to_words(src_pieces), pieces_to_words(tgt_pieces)
     words = word_matrix(weights, src_pieces, tgt_pieces, shifted, layer, heads)
+    if null:
+        with_null = word_matrix(weights, src_pieces, tgt_pieces, shifted, layer, heads, null)
+        found = {(i, j) for i, j in links_from_matrix(with_null, links, threshold)
+                 if i < words.shape[1]}
+    else:
+        found = links_from_matrix(words, links, threshold)
     return AlignmentRecord(
         index=index, src_tokens=src_pieces + [EOS_PIECE], tgt_tokens=tgt_pieces + [EOS_PIECE],
         weights=weights, src_words=join_pieces(src_pieces, src_word_of),
         tgt_words=join_pieces(tgt_pieces, tgt_word_of), word_weights=words,
-        links=sorted(links_from_matrix(words, links, threshold)), meta=dict(meta or {}))
+        links=sorted(found), meta=dict(meta or {}))
 
 
 def reread(rec: AlignmentRecord, shifted: bool | None = None, layer: int | None = None

@@ -33,7 +33,8 @@ def reading_of(cfg: Config) -> dict:
     guided run's supervised layer and heads, naively; {} for an unguided run."""
     if not cfg.guided.weight:
         return {}
-    return {"layer": cfg.guided.layer, "heads": cfg.guided.heads, "shifted": False}
+    return {"layer": cfg.guided.layer, "heads": cfg.guided.heads, "shifted": False,
+            "null": cfg.guided.null}
 
 
 def supervised(attn: Tensor, layer: int, heads: int) -> Tensor:
@@ -52,12 +53,14 @@ def alignment_loss(attn: Tensor, guide: Tensor, layer: int, heads: int) -> Tenso
     return -(guide * torch.log(a.clamp_min(1e-9))).sum()
 
 
-def piece_targets(src_pieces: Sequence[str], tgt_pieces: Sequence[str], links: set[Link]
-                  ) -> np.ndarray | None:
+def piece_targets(src_pieces: Sequence[str], tgt_pieces: Sequence[str], links: set[Link],
+                  null: bool = False) -> np.ndarray | None:
     """(T+1, S+1) targets of one pair (target pieces + EOS row, source pieces + EOS
     column): row t spreads mass 1 equally over the pieces of the source words linked to
     the word of target piece t; rows of unlinked words, the EOS row and column stay 0.
-    None when a link lies outside the pair's words (the teacher saw other words)."""
+    `null` (guided.null) and a pair with links: the rows of unlinked words and the EOS
+    row put their mass 1 on the source EOS instead (the NULL word). None when a link lies
+    outside the pair's words (the teacher saw other words)."""
     sw, tw = pieces_to_words(src_pieces), pieces_to_words(tgt_pieces)
     n_s, n_t = (max(sw) + 1 if sw else 0), (max(tw) + 1 if tw else 0)
     if any(i >= n_s or j >= n_t for i, j in links):
@@ -69,17 +72,20 @@ def piece_targets(src_pieces: Sequence[str], tgt_pieces: Sequence[str], links: s
     if n_t and n_s:
         out[:-1, :-1] = words[np.asarray(tw)][:, np.asarray(sw)]
     total = out.sum(1, keepdims=True)
+    if null and links:
+        out[total[:, 0] == 0, -1] = 1.0
+        total = out.sum(1, keepdims=True)
     return np.divide(out, total, out=out, where=total > 0)
 
 
-def guide_targets(vocab, src_ids: list, tgt_ids: list, links: list[set[Link]]
-                  ) -> tuple[list[np.ndarray | None], int]:
+def guide_targets(vocab, src_ids: list, tgt_ids: list, links: list[set[Link]],
+                  null: bool = False) -> tuple[list[np.ndarray | None], int]:
     """`piece_targets` of every encoded pair (src ids end in EOS), and how many pairs the
     links did not fit (they get None: no guidance)."""
     out, misfit = [], 0
     for s, t, pair_links in zip(src_ids, tgt_ids, links, strict=True):
         src = vocab.src_pieces([int(i) for i in s if i != EOS])
-        target = piece_targets(src, vocab.tgt_pieces([int(i) for i in t]), pair_links)
+        target = piece_targets(src, vocab.tgt_pieces([int(i) for i in t]), pair_links, null)
         misfit += target is None
         out.append(target)
     return out, misfit
@@ -102,7 +108,7 @@ def pair_guides(cfg: Config, vocab, sources: Sequence[str], targets: Sequence[st
     fwd, rev, _ = statistical_links(sources, targets, train, langs)
     links = [symmetrize(f, r, len(s.split()), len(t.split()), cfg.guided.symmetrize)
              for f, r, s, t in zip(fwd, rev, sources, targets, strict=True)]
-    return guide_targets(vocab, src_ids, tgt_ids, links)[0]
+    return guide_targets(vocab, src_ids, tgt_ids, links, cfg.guided.null)[0]
 
 
 # ------------------------------------------------------------------ the teacher's links

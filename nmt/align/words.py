@@ -125,8 +125,10 @@ def reading(weights: np.ndarray, shifted: bool | None = None, layer: int | None 
 
 def word_matrix(weights: np.ndarray, src_pieces: list[str], tgt_pieces: list[str],
                 shifted: bool | None = None, layer: int | None = None,
-                heads: int | None = None) -> np.ndarray:
-    """Word-level (T_word, S_word) map of one reading; the EOS column is dropped."""
-    src_word_of = pieces_to_words(src_pieces) + [-1]
+                heads: int | None = None, null: bool = False) -> np.ndarray:
+    """Word-level (T_word, S_word) map of one reading; the EOS column is dropped, or with
+    `null` kept as a last word (T_word, S_word + 1), the NULL word of a guided run."""
+    src_word_of = pieces_to_words(src_pieces)
+    src_word_of += [max(src_word_of, default=-1) + 1 if null else -1]
     return reduce_to_words(reading(weights, shifted, layer, heads),
                            pieces_to_words(tgt_pieces), src_word_of)
