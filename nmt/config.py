@@ -164,6 +164,9 @@ class GuidedConfig:
     # NULL word), and a guided run's reading takes EOS as "no link" (off: those positions
     # add nothing to the loss)
     null: bool = False
+    # transformer: the loss and the reading take the supervised layer from a second
+    # decoder pass without the causal mask (Garg et al.'s full target context)
+    full_context: bool = False
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,10 @@ def _validate_guided(cfg: Config, where: str) -> None:
         raise NMTError(f"{where}: 'guided.layer' {g.layer} is not one of the "
                        f"{m.dec_layers} decoder layers (0..{m.dec_layers - 1}, or negative "
                        "from the top)")
+    if g.full_context and m.family != "transformer":
+        raise NMTError(f"{where}: 'guided.full_context' reads a decoder without its causal "
+                       f"mask, which only the transformer has ({m.family} is recurrent): "
+                       "set guided.full_context: false")
     if m.family == "transformer" and g.heads > m.heads:
         raise NMTError(f"{where}: 'guided.heads' {g.heads} is more than 'model.heads' "
                        f"({m.heads})")

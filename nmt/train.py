@@ -62,8 +62,8 @@ def loss_fn(model: Seq2Seq, batch, smoothing: float, guided: GuidedConfig | None
     loss of the supervised attention (nmt.align.guided.alignment_loss)."""
     real = batch.tgt_out != PAD
     supervise = guided is not None and guided.weight > 0 and batch.guide is not None
-    logits, attn, extra = model(batch.src, batch.tgt_in, need_attn=supervise,
-                                select=real)  # (N, V)
+    logits, attn, extra = model(batch.src, batch.tgt_in, need_attn=supervise, select=real,
+                                full_context=supervise and guided.full_context)  # (N, V)
     loss = F.cross_entropy(logits, batch.tgt_out[real], label_smoothing=smoothing,
                            reduction="sum")
     if supervise:

@@ -258,3 +258,40 @@ def test_adapting_a_guided_run_keeps_its_guidance(guided_run, data_root):
     out = extract_run(guided_run.run_dir, texts, refs, opts)
     assert out.records["attention"][0].meta["adapt_guided"] == "eflomal"
     assert out.adaptation is not None and out.adaptation.steps == 2
+
+
+def test_full_context_attention_sees_the_whole_target_and_trains_the_loss(data_root, tmp_path):
+    """guided.full_context (Garg et al. 2019): the Transformer's decoder run without its
+    causal mask. Rows are distributions over real source positions (padding 0); the first
+    layer's last real row has seen the same prefix either way, so it equals the causal
+    one, while an earlier row (which now sees later pieces) differs; padded target keys
+    are not seen (a padded copy gives the same rows). The training loss takes the
+    supervised map from that pass, the RNN families refuse the key in one line."""
+    from nmt.models import build_model
+
+    cfg = _guided(data_root, tmp_path, "full", MODELS["transformer"], 1.0, max_steps=3)
+    model = build_model(cfg.model, 40, 40, True).eval()
+    src = torch.tensor([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]])
+    tgt = torch.tensor([[2, 11, 12, 13], [2, 14, 15, 16]])
+    enc = model.encode(src)
+    full = model.full_context_attention(enc, tgt)
+    causal = model.decode_features(enc, tgt, True)[1]
+    assert full.shape == causal.shape == (2, 2, 4, 4, 5)
+    torch.testing.assert_close(full.sum(-1), torch.ones(2, 2, 4, 4))
+    assert (full[0, ..., 4] == 0).all() and (full[1, ..., 3:] == 0).all()
+    torch.testing.assert_close(full[:, 0, :, -1], causal[:, 0, :, -1])
+    assert not torch.allclose(full[:, 0, :, 0], causal[:, 0, :, 0])
+    padded = torch.cat([tgt, torch.zeros(2, 2, dtype=torch.long)], 1)
+    torch.testing.assert_close(model.full_context_attention(enc, padded)[:, :, :, :4], full)
+    _, attn, _ = model(src, tgt, need_attn=True, full_context=True)
+    torch.testing.assert_close(attn, full)
+
+    cfg = config_from_dict({**config_to_dict(cfg), "guided": {
+        **config_to_dict(cfg)["guided"], "full_context": True}})
+    trainer = Trainer(cfg, quiet=True)
+    trainer.fit()
+    assert trainer.run.read_metrics()[-1]["step"] == 3
+    from nmt.align.guided import reading_of
+    assert reading_of(cfg)["full_context"] is True
+    with pytest.raises(NMTError, match="'guided.full_context' reads a decoder without"):
+        config_from_dict({**config_to_dict(cfg), "model": MODELS["bahdanau"]})

@@ -34,9 +34,10 @@ from nmt.tokens import BOS, EOS, EOS_PIECE
 
 
 @torch.no_grad()
-def forced_weights(model: Seq2Seq, src_ids: list, tgt_ids: list, batch_size: int = 32
-                   ) -> list[np.ndarray]:
-    """Raw attention (L, H, T+1, S) per pair; src ids end in EOS, tgt ids do not."""
+def forced_weights(model: Seq2Seq, src_ids: list, tgt_ids: list, batch_size: int = 32,
+                   full_context: bool = False) -> list[np.ndarray]:
+    """Raw attention (L, H, T+1, S) per pair; src ids end in EOS, tgt ids do not;
+    `full_context`: the model's `full_context_attention` (guided.full_context)."""
     if not model.has_attention:
         raise NMTError("this run's model (fixed_context) has no attention to export: the "
                        "whole source is one vector, which is the point of that baseline")
@@ -48,7 +49,7 @@ def forced_weights(model: Seq2Seq, src_ids: list, tgt_ids: list, batch_size: int
         device = next(model.parameters()).device
         src = pad([list(src_ids[i]) for i in chunk]).to(device)
         tgt_in = pad([list(tgt_ids[i]) for i in chunk], prefix=BOS).to(device)
-        _, attn, _ = model(src, tgt_in, need_attn=True)  # (B, L, H, T, S)
+        _, attn, _ = model(src, tgt_in, need_attn=True, full_context=full_context)
         attn = attn.cpu()
         for row, i in enumerate(chunk):
             T, S = len(tgt_ids[i]) + 1, len(src_ids[i])
@@ -106,14 +107,17 @@ def default_shifted(model: Seq2Seq, method: str, shifted: bool | None) -> bool:
 
 def collect(model: Seq2Seq, vocab: Vocab, src_ids: list, tgt_ids: list,
             method: str = "attention", shifted: bool | None = None,
-            **kwargs) -> list[AlignmentRecord]:
+            full_context: bool = False, **kwargs) -> list[AlignmentRecord]:
     """Forced matrices of every pair as records (subword and word level, hard links):
-    `method` "attention" (the model's weights) or "saliency" (nmt.align.attribution);
+    `method` "attention" (the model's weights; `full_context`: without the decoder's
+    causal mask, guided.full_context) or "saliency" (nmt.align.attribution);
     `meta["method"]` records which."""
     if method not in METHODS:
         raise NMTError(f"unknown alignment method {method!r}; use one of {', '.join(METHODS)}")
-    weights = (forced_weights if method == "attention" else saliency_weights)(
-        model, src_ids, tgt_ids)
+    if method == "attention":
+        weights = forced_weights(model, src_ids, tgt_ids, full_context=full_context)
+    else:
+        weights = saliency_weights(model, src_ids, tgt_ids)
     shifted = default_shifted(model, method, shifted)
     kwargs["meta"] = {**kwargs.get("meta", {}), "method": method}
     return [make_record(i, vocab, list(s), list(t), w, shifted=shifted, **kwargs)

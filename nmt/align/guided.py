@@ -34,7 +34,7 @@ def reading_of(cfg: Config) -> dict:
     if not cfg.guided.weight:
         return {}
     return {"layer": cfg.guided.layer, "heads": cfg.guided.heads, "shifted": False,
-            "null": cfg.guided.null}
+            "null": cfg.guided.null, "full_context": cfg.guided.full_context}
 
 
 def supervised(attn: Tensor, layer: int, heads: int) -> Tensor:

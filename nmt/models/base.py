@@ -19,7 +19,9 @@ Training hooks, so that the trainer and `--adapt` never name a family's modules:
   very pass (`decode_with_aux`), or None for the papers' models: nothing is kept on a
   module between a forward pass and the loss;
 - `param_groups()` gives Adam's parameter groups (each may carry a learning-rate `scale`);
-- `at_step(step)` is called before each optimiser step, for a training-time schedule.
+- `at_step(step)` is called before each optimiser step, for a training-time schedule;
+- `full_context_attention(enc, tgt_in)`: the attention of a pass that sees the whole
+  target (guided alignment's full-context reading; the Transformer only).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from nmt.errors import NMTError
 from nmt.tokens import PAD
 
 State = dict[str, Tensor]
@@ -83,6 +86,13 @@ class Seq2Seq(nn.Module):
         this pass, or None (the papers' models)."""
         return (*self.decode_features(enc, tgt_in, need_attn), None)
 
+    def full_context_attention(self, enc: State, tgt_in: Tensor) -> Tensor:
+        """Attention (B, L, H, T, S) of a teacher-forced pass that sees the whole target
+        (guided.full_context); only a decoder without recurrence can be run so."""
+        raise NMTError(f"{type(self).__name__}: full-context attention needs a decoder "
+                       "that reads the whole target at once (the Transformer); drop "
+                       "guided.full_context")
+
     def logits(self, features: Tensor) -> Tensor:
         return self.out(features)
 
@@ -100,17 +110,20 @@ class Seq2Seq(nn.Module):
         return F.log_softmax(self.logits(features).float(), dim=-1), state, attn
 
     def forward(self, src: Tensor, tgt_in: Tensor, need_attn: bool = False,
-                select: Tensor | None = None, src_emb: Tensor | None = None
-                ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+                select: Tensor | None = None, src_emb: Tensor | None = None,
+                full_context: bool = False) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """Teacher forcing: logits (B, T, V), attention (B, L, H, T, S) or None, and the
         auxiliary loss of this pass summed over the real target positions (or None).
 
         With `select` (B, T) bool, logits (N, V) and the auxiliary loss only for those
         positions (else the positions where `tgt_in` is not PAD); with `src_emb`
-        (B, S, E), the encoder runs from those source embeddings.
+        (B, S, E), the encoder runs from those source embeddings; with `full_context`,
+        the attention returned is `full_context_attention`'s (the logits stay causal).
         """
         enc = self.encode(src, src_emb)
-        features, attn, aux = self.decode_with_aux(enc, tgt_in, need_attn)
+        features, attn, aux = self.decode_with_aux(enc, tgt_in, need_attn and not full_context)
+        if full_context:
+            attn = self.full_context_attention(enc, tgt_in)
         if aux is not None:
             aux = aux[tgt_in != PAD if select is None else select].sum()
         if select is not None:

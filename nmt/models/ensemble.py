@@ -57,11 +57,12 @@ class Ensemble(Seq2Seq):
         return torch.log_softmax(torch.stack(log_probs).mean(0), -1), new, None
 
     def forward(self, src: Tensor, tgt_in: Tensor, need_attn: bool = False,
-                select: Tensor | None = None, src_emb: Tensor | None = None):
+                select: Tensor | None = None, src_emb: Tensor | None = None,
+                full_context: bool = False):
         """Teacher forcing: the mean of the members' log-probabilities as logits (their log
         softmax is `step`'s renormalised mean) and the members' mean attention (over
         layers and heads, then members) when all have it."""
-        outs = [m(src, tgt_in, need_attn, select, src_emb) for m in self.members]
+        outs = [m(src, tgt_in, need_attn, select, src_emb, full_context) for m in self.members]
         log_probs = torch.stack([torch.log_softmax(o[0].float(), -1) for o in outs]).mean(0)
         attn = (torch.stack([o[1].mean((1, 2), keepdim=True) for o in outs]).mean(0)
                 if need_attn and all(o[1] is not None for o in outs) else None)

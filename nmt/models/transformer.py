@@ -157,11 +157,16 @@ class Transformer(Seq2Seq):
             enc[f"k{i}"], enc[f"v{i}"] = layer.cross.keys_values(x)  # (B, h, S, d)
         return enc
 
-    def decode_features(self, enc: State, tgt_in: Tensor, need_attn: bool = False):
+    def decode_features(self, enc: State, tgt_in: Tensor, need_attn: bool = False,
+                        causal: bool = True):
         T = tgt_in.size(1)
         # Causal mask (1, 1, T, T). Padding sits only at the end of tgt_in, after every
-        # real position, so the causal mask already keeps it from real queries.
-        self_mask = torch.ones(T, T, dtype=torch.bool, device=tgt_in.device).tril()[None, None]
+        # real position, so the causal mask already keeps it from real queries. Without
+        # `causal` (full_context_attention) every real target position may be attended.
+        if causal:
+            self_mask = torch.ones(T, T, dtype=torch.bool, device=tgt_in.device).tril()[None, None]
+        else:
+            self_mask = (tgt_in != PAD)[:, None, None, :]
         cross_mask = enc["mask"][:, None, None, :]
         x, attns = self._embed(self.tgt_embed, tgt_in), []
         for i, layer in enumerate(self.dec_layers):
@@ -169,6 +174,11 @@ class Transformer(Seq2Seq):
             x, w = layer(x, k, v, self_mask, enc[f"k{i}"], enc[f"v{i}"], cross_mask, need_attn)
             attns.append(w)
         return x, (torch.stack(attns, 1) if need_attn else None)  # (B, L, h, T, S)
+
+    def full_context_attention(self, enc: State, tgt_in: Tensor) -> Tensor:
+        """Garg et al. (2019)'s full target context: the decoder run without its causal
+        mask, so row t's cross-attention has seen target piece t (and the rest)."""
+        return self.decode_features(enc, tgt_in, True, causal=False)[1]
 
     def init_state(self, enc: State) -> State:
         B = enc["mask"].size(0)
