@@ -163,7 +163,7 @@ class GuidedConfig:
     # a target word the teacher leaves unlinked is taught to attend to the source EOS (IBM's
     # NULL word), and a guided run's reading takes EOS as "no link" (off: those positions
     # add nothing to the loss)
-    null: bool = False
+    null_word: bool = False
     # transformer: the loss and the reading take the supervised layer from a second
     # decoder pass without the causal mask (Garg et al.'s full target context)
     full_context: bool = False

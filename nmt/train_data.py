@@ -74,7 +74,7 @@ def _add_guides(cfg: Config, d: Data) -> None:
         raise NMTError(f"the teacher's links cover {len(links)} training pairs but the "
                        f"corpus has {len(d.train_src)}: re-run `nmt data links`")
     d.train_guides, d.unguided = guide_targets(d.vocab, d.train_src, d.train_tgt, links,
-                                                  cfg.guided.null)
+                                                  cfg.guided.null_word)
     d.valid_links = teacher_links(cfg, cfg.data.valid)[:len(d.valid_src)]
 
 

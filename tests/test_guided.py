@@ -33,7 +33,7 @@ def test_word_links_map_onto_pieces_and_rows_are_normalised():
 
 
 def test_null_teaches_unlinked_words_and_eos_to_attend_to_the_source_eos():
-    """guided.null: target word 0 has no link and the EOS row none either: both put their
+    """guided.null_word: target word 0 has no link and the EOS row none either: both put their
     mass on the source EOS column; a linked row is unchanged; a pair without any link
     stays unguided (no teacher, not "everything is NULL")."""
     g = piece_targets(["▁a", "▁b"], ["▁x", "y", "▁z"], {(1, 1)}, null=True)
@@ -295,3 +295,15 @@ def test_full_context_attention_sees_the_whole_target_and_trains_the_loss(data_r
     assert reading_of(cfg)["full_context"] is True
     with pytest.raises(NMTError, match="'guided.full_context' reads a decoder without"):
         config_from_dict({**config_to_dict(cfg), "model": MODELS["bahdanau"]})
+
+
+def test_the_null_word_key_reads_from_yaml(tmp_path):
+    """The key is spelt so that YAML does not read it as its own null (`null: true` would
+    be the key None)."""
+    from nmt.config import load_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text("model: {family: transformer}\n"
+                    "guided: {weight: 1, null_word: true, full_context: true}\n")
+    cfg = load_config(path)
+    assert cfg.guided.null_word is True and cfg.guided.full_context is True

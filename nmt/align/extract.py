@@ -65,7 +65,7 @@ def make_record(index: int, vocab: Vocab, src: list[int], tgt: list[int], weight
                 null: bool = False) -> AlignmentRecord:
     """Subword weights plus their word-level reduction and hard links (`links`: argmax or
     threshold, nmt.align.words.links_from_matrix). `null` (a guided run taught the NULL
-    word, guided.null): the links come from the map that keeps the source EOS as a word,
+    word, guided.null_word): the links come from the map that keeps the source EOS as a word,
     and a target word whose argmax (or threshold) lands there gets no link."""
     src_pieces = vocab.src_pieces([i for i in src if i != EOS])
     tgt_pieces = vocab.tgt_pieces(list(tgt))

@@ -34,7 +34,7 @@ def reading_of(cfg: Config) -> dict:
     if not cfg.guided.weight:
         return {}
     return {"layer": cfg.guided.layer, "heads": cfg.guided.heads, "shifted": False,
-            "null": cfg.guided.null, "full_context": cfg.guided.full_context}
+            "null": cfg.guided.null_word, "full_context": cfg.guided.full_context}
 
 
 def supervised(attn: Tensor, layer: int, heads: int) -> Tensor:
@@ -58,7 +58,7 @@ def piece_targets(src_pieces: Sequence[str], tgt_pieces: Sequence[str], links: s
     """(T+1, S+1) targets of one pair (target pieces + EOS row, source pieces + EOS
     column): row t spreads mass 1 equally over the pieces of the source words linked to
     the word of target piece t; rows of unlinked words, the EOS row and column stay 0.
-    `null` (guided.null) and a pair with links: the rows of unlinked words and the EOS
+    `null` (guided.null_word) and a pair with links: the rows of unlinked words and the EOS
     row put their mass 1 on the source EOS instead (the NULL word). None when a link lies
     outside the pair's words (the teacher saw other words)."""
     sw, tw = pieces_to_words(src_pieces), pieces_to_words(tgt_pieces)
@@ -108,7 +108,7 @@ def pair_guides(cfg: Config, vocab, sources: Sequence[str], targets: Sequence[st
     fwd, rev, _ = statistical_links(sources, targets, train, langs)
     links = [symmetrize(f, r, len(s.split()), len(t.split()), cfg.guided.symmetrize)
              for f, r, s, t in zip(fwd, rev, sources, targets, strict=True)]
-    return guide_targets(vocab, src_ids, tgt_ids, links, cfg.guided.null)[0]
+    return guide_targets(vocab, src_ids, tgt_ids, links, cfg.guided.null_word)[0]
 
 
 # ------------------------------------------------------------------ the teacher's links
