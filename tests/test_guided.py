@@ -303,7 +303,7 @@ def test_the_null_word_key_reads_from_yaml(tmp_path):
     from nmt.config import load_config
 
     path = tmp_path / "c.yaml"
-    path.write_text("model: {family: transformer}\n"
+    path.write_text("model: {family: transformer, dec_layers: 2}\n"
                     "guided: {weight: 1, null_word: true, full_context: true}\n")
     cfg = load_config(path)
     assert cfg.guided.null_word is True and cfg.guided.full_context is True
