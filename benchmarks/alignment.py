@@ -10,6 +10,7 @@ skips missing ones with a line saying how to train them:
                 (nmt train -c configs/synth/<family>.yaml [--set data.pair=tgt-src])
     Hansards:   runs/hansards/<family> and runs/hansards/<family>_fr-en (Multi30k en-fr /
                 fr-en; nmt train -c configs/hansards/<family>.yaml [--set data.pair=fr-en])
+    and the guided Transformer, transformer_guided (its command: `GUIDED` below)
 Writes reports/bench-align/alignment.md and alignment.json (+ each setting's `nmt align`
 output under reports/bench-align/<dataset>/).
 
@@ -39,15 +40,33 @@ from data_dirs import align_gold_dir, gold_dir_option
 
 ROOT = Path(__file__).resolve().parents[1]
 SYNTH_FAMILIES = ("bahdanau", "luong_general", "luong_local_m", "luong_local_p", "transformer")
-HANSARDS_FAMILIES = ("bahdanau", "luong_general", "luong_local_m", "luong_local_p", "transformer")
+HANSARDS_FAMILIES = SYNTH_FAMILIES
+# The guided rows (docs/alignment.md, "Guided alignment"): the Transformer config with one
+# head taught by eflomal's links, an override rather than another file, run as
+# <runs>/transformer_guided; the recipes measured in docs/experiments/2026-12-01-guided-alignment.md.
+GUIDED = {"synth": "--set guided.weight=3 --set guided.null_word=true --set guided.full_context=true",
+          "hansards": "--set guided.weight=1 --set guided.null_word=true --set guided.full_context=true"}
+
+
+def family_runs(folder: str, families: tuple, reverse_pair: str) -> list[tuple]:
+    """(family, run, reverse run, its training command's config, the reverse's) of every
+    family of `folder`'s configs and of the guided Transformer."""
+    runs = [(f, ROOT / "runs" / folder / f, ROOT / "runs" / folder / f"{f}_{reverse_pair}",
+             f"configs/{folder}/{f}.yaml", f"configs/{folder}/{f}.yaml --set data.pair={reverse_pair}")
+            for f in families]
+    name, guided = "transformer_guided", f"configs/{folder}/transformer.yaml {GUIDED[folder]}"
+    return runs + [(name, ROOT / "runs" / folder / name,
+                    ROOT / "runs" / folder / f"{name}_{reverse_pair}",
+                    f"{guided} --set name={name}",
+                    f"{guided} --set data.pair={reverse_pair} --set name={name}_{reverse_pair}")]
+
+
 ADAPT_HANSARDS = 300  # out-of-domain text needs more steps (docs/alignment.md, "Adapting to the text")
 
 
 def synth_dataset() -> dict:
     """The synthetic corpus's test split with its gold; the 5-minute runs of every family."""
-    runs = [(f, ROOT / "runs" / "synth" / f, ROOT / "runs" / "synth" / f"{f}_tgt-src",
-             f"configs/synth/{f}.yaml", f"configs/synth/{f}.yaml --set data.pair=tgt-src")
-            for f in SYNTH_FAMILIES]
+    runs = family_runs("synth", SYNTH_FAMILIES, "tgt-src")
     return {"name": "synth", "title": "synthetic test set (500 pairs, gold of the generator)",
             "runs": runs, "options": {"split": "test"}, "adapt": "adapt",
             "gold": ROOT / "data" / "synth" / "src-tgt" / "test.gold",
@@ -56,9 +75,7 @@ def synth_dataset() -> dict:
 
 def hansards_dataset(gold_dir: Path) -> dict:
     """Hansards en-fr (Och & Ney 2003, 447 pairs) with models trained on Multi30k en-fr."""
-    runs = [(f, ROOT / "runs" / "hansards" / f, ROOT / "runs" / "hansards" / f"{f}_fr-en",
-             f"configs/hansards/{f}.yaml", f"configs/hansards/{f}.yaml --set data.pair=fr-en")
-            for f in HANSARDS_FAMILIES]
+    runs = family_runs("hansards", HANSARDS_FAMILIES, "fr-en")
     return {"name": "hansards", "title": "Hansards en-fr (447 pairs, sure + possible gold)",
             "runs": runs, "adapt": "adapt_hansards",
             "options": {"pairs": gold_dir / "hansards.en-fr",
