@@ -92,11 +92,12 @@ def test_positions_without_links_add_nothing():
     assert alignment_loss(changed, guide, -2, 1).item() == pytest.approx(loss.item())
 
 
-def _guided(data_root, tmp_path, name: str, model: dict, weight: float, **train):
+def _guided(data_root, tmp_path, name: str, model: dict, weight: float, guided: dict = {},
+            **train):
     train = {"threads": 1, "valid_sentences": 20, **train}
     cfg = tiny_config(data_root, tmp_path, name, model, **train)
     return config_from_dict({**config_to_dict(cfg),
-                             "guided": {"weight": weight, "teacher": "gold"}})
+                             "guided": {"weight": weight, "teacher": "gold", **guided}})
 
 
 def test_weight_zero_trains_exactly_like_an_unguided_run_and_a_weight_changes_it(
@@ -153,22 +154,27 @@ def test_guidance_teaches_the_supervised_head_to_follow_the_teacher(data_root, t
 @pytest.fixture(scope="module")
 def guided_run(data_root, tmp_path_factory):
     cfg = _guided(data_root, tmp_path_factory.mktemp("guided"), "gt", MODELS["transformer"],
-                  0.5, max_steps=20)
+                  0.5, {"null_word": True, "full_context": True}, max_steps=20)
     Trainer(cfg, quiet=True).fit()
     return cfg
 
 
 def test_a_guided_run_is_read_at_its_supervised_head(guided_run, data_root, tmp_path, capsys):
     """nmt align, translate --alignments and nmt.load(...).align read the supervised layer
-    and heads of a guided run by default; --layer still chooses another reading."""
+    and heads of a guided run by default (with its NULL word and full context); --layer
+    still chooses another reading."""
     from nmt.align.extract import collect
 
     model = nmt.load(guided_run.run_dir)
     texts, refs = short_pairs(data_root, 5)
     records = model.align(texts, refs)
     by_hand = collect(model.module, model.vocab, model.vocab.encode_src(texts),
-                      model.vocab.encode_tgt(refs), layer=-2, heads=1, shifted=False)
+                      model.vocab.encode_tgt(refs), layer=-2, heads=1, shifted=False,
+                      null=True, full_context=True)
     assert [r.links for r in records] == [r.links for r in by_hand]
+    causal = collect(model.module, model.vocab, model.vocab.encode_src(texts),
+                     model.vocab.encode_tgt(refs), layer=-2, heads=1, shifted=False)
+    assert any(not np.allclose(a.weights, b.weights) for a, b in zip(records, causal))
     mean = collect(model.module, model.vocab, model.vocab.encode_src(texts),
                    model.vocab.encode_tgt(refs))  # the unguided default: every layer and head
     assert any(not np.allclose(a.word_weights, b.word_weights) for a, b in zip(records, mean))
