@@ -160,13 +160,8 @@ class GuidedConfig:
                              "intersection", "union")  # how eflomal's two directions join
     layer: int = -2  # transformer: the supervised decoder layer (negative: from the top)
     heads: int = positive(1)  # transformer: how many of that layer's heads (the first ones)
-    # a target word the teacher leaves unlinked is taught to attend to the source EOS (IBM's
-    # NULL word), and a guided run's reading takes EOS as "no link" (off: those positions
-    # add nothing to the loss)
-    null_word: bool = False
-    # transformer: the loss and the reading take the supervised layer from a second
-    # decoder pass without the causal mask (Garg et al.'s full target context)
-    full_context: bool = False
+    null_word: bool = False  # unlinked target words attend to the source EOS (IBM's NULL word), read as no link
+    full_context: bool = False  # transformer: loss and reading from a decoder pass without the causal mask (Garg)
 
 
 @dataclass(frozen=True)
