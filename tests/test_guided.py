@@ -42,26 +42,29 @@ def test_null_teaches_unlinked_words_and_eos_to_attend_to_the_source_eos():
 
 
 def test_a_null_reading_takes_the_source_eos_as_no_link():
-    """Pieces = words; raw (1, 1, T+1=3, S=3) map, the last column the source EOS. Row 0
-    puts most mass on EOS: no link with null; without null EOS is dropped and the row's
-    argmax among words links it; row 1 links word 1 both ways. Threshold alike."""
+    """Pieces = words; raw (1, 1, T+1=3, S+1=4) maps, the last column the source EOS. Row
+    0 puts most mass on EOS: no link with null; without null EOS is dropped and the row's
+    argmax among words links it; row 1 links word 2 (the last real word) both ways.
+    Threshold alike. A source of EOS alone has no word to link."""
     from nmt.align.extract import make_record
     from nmt.tokens import EOS
 
     class Vocab:
         def src_pieces(self, ids):
-            return ["▁a", "▁b"][:len(ids)]
+            return ["▁a", "▁b", "▁c"][:len(ids)]
 
         def tgt_pieces(self, ids):
             return ["▁x", "▁y"][:len(ids)]
 
-    w = np.array([[[[0.3, 0.1, 0.6], [0.1, 0.8, 0.1], [0.0, 0.0, 1.0]]]])
-    src, tgt = [5, 6, EOS], [7, 8]
-    assert make_record(0, Vocab(), src, tgt, w).links == [(0, 0), (1, 1)]
-    assert make_record(0, Vocab(), src, tgt, w, null=True).links == [(1, 1)]
+    w = np.array([[[[0.3, 0.1, 0.0, 0.6], [0.1, 0.1, 0.7, 0.1], [0.0, 0.0, 0.0, 1.0]]]])
+    src, tgt = [5, 6, 7, EOS], [8, 9]
+    assert make_record(0, Vocab(), src, tgt, w).links == [(0, 0), (2, 1)]
+    assert make_record(0, Vocab(), src, tgt, w, null=True).links == [(2, 1)]
     held = make_record(0, Vocab(), src, tgt, w, null=True, links="threshold", threshold=0.3)
-    assert held.links == [(0, 0), (1, 1)]
-    np.testing.assert_allclose(held.word_weights[0], [0.75, 0.25])  # the map keeps no EOS
+    assert held.links == [(0, 0), (2, 1)]
+    np.testing.assert_allclose(held.word_weights[0], [0.75, 0.25, 0.0])  # no EOS column
+    alone = make_record(0, Vocab(), [EOS], tgt, np.ones((1, 1, 3, 1)), null=True)
+    assert alone.links == [] and alone.word_weights.shape == (2, 0)
 
 
 def test_the_loss_is_the_cross_entropy_to_the_supervised_heads_by_hand():
