@@ -44,7 +44,8 @@ HANSARDS_FAMILIES = SYNTH_FAMILIES
 # The guided rows (docs/alignment.md, "Guided alignment"): the Transformer config with one
 # head taught by eflomal's links, an override rather than another file, run as
 # <runs>/transformer_guided; the recipes measured in docs/experiments/2026-12-01-guided-alignment.md.
-GUIDED = {"synth": "--set guided.weight=3 --set guided.null_word=true --set guided.full_context=true",
+GUIDED = {"synth": "--set guided.weight=3 --set guided.null_word=true --set guided.full_context=true "
+                   "--set guided.symmetrize=intersection",
           "hansards": "--set guided.weight=1 --set guided.null_word=true --set guided.full_context=true"}
 
 
