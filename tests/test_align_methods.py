@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -73,11 +74,19 @@ def test_the_synthetic_reverse_direction_is_the_same_corpus_with_flipped_gold(da
 def test_reverse_run_and_every_symmetrisation(runs, data_root, tmp_path, capsys):
     pairs, gold = short_pairs_with_gold(data_root, tmp_path, n=12)
     heuristics = [arg for h in HEURISTICS + ("agreement",) for arg in ("--symmetrize", h)]
+    start = time.perf_counter()
     code, stdout, err, out = align(capsys, tmp_path, "--run", str(runs["fwd"]), "--reverse",
                                    str(runs["rev"]), *heuristics, "--pairs", str(pairs),
                                    "--gold", str(gold))
+    wall = time.perf_counter() - start
     assert code == 0, err
     summary = json.loads((out / "summary.json").read_text())
+    # each direction's row: the seconds its extraction took; a symmetrised row: both
+    assert 0 < summary["fwd"]["seconds"] and 0 < summary["rev"]["seconds"]
+    assert summary["fwd"]["seconds"] + summary["rev"]["seconds"] < wall
+    for h in HEURISTICS + ("agreement",):
+        assert summary[f"fwd+rev.{h}"]["seconds"] == pytest.approx(
+            summary["fwd"]["seconds"] + summary["rev"]["seconds"])
     assert set(summary) == {"fwd", "rev"} | {f"fwd+rev.{h}" for h in HEURISTICS + ("agreement",)}
     fwd, rev = load_alignments(out / "fwd.npz"), load_alignments(out / "rev.npz")
     assert [r.src_words for r in rev] == [r.src_words for r in fwd]  # flipped to forward

@@ -185,6 +185,10 @@ def test_reduce_to_words_keeps_zero_rows_and_rejects_bad_maps() -> None:
         reduce_to_words(a, [0, 1], [0, 1])
     with pytest.raises(ValueError, match="none skipped"):
         reduce_to_words(a, [0, 2], [0, 0, -1])
+    # a side whose tokens are all non-words (-1), or that has no tokens, has no words
+    assert reduce_to_words(a, [0, 1], [-1, -1, -1]).shape == (2, 0)
+    assert reduce_to_words(a, [-1, -1], [0, 0, -1]).shape == (0, 1)
+    assert reduce_to_words(np.zeros((0, 3)), [], [0, 1, -1]).shape == (0, 2)
 
 
 # ---------------------------------------------------------------------------- hard links

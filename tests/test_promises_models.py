@@ -5,6 +5,8 @@ a model with itself, and the registry's and constructors' refusals."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -15,7 +17,7 @@ from nmt.models import build_model
 from nmt.models.attention import DotScore, LocalWindow, attend, masked_softmax, override_weights
 from nmt.models.ensemble import Ensemble
 from nmt.tokens import PAD
-from tests.conftest import VOCAB, random_batch, tiny_model
+from tests.conftest import FAMILIES, VOCAB, random_batch, tiny_model
 
 
 def test_step_contract_shapes_and_mask(family):
@@ -187,3 +189,15 @@ def _bad_family():
     cfg = ModelConfig()
     object.__setattr__(cfg, "family", "rnn")
     return cfg
+
+
+def test_every_family_builds_with_dropout_and_no_warning(family):
+    """nmt.models.rnn:Encoder — torch's RNN applies its `dropout` only between layers and
+    warns when given one with a single layer; the encoder passes it only to a multi-layer
+    RNN, so building any family (one layer or more) with dropout warns about nothing."""
+    for layers in ({}, {"enc_layers": 1, "dec_layers": 1}):
+        cfg = ModelConfig(emb_size=32, hidden_size=32, **{**FAMILIES[family], **layers},
+                          dropout=0.3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            build_model(cfg, VOCAB, VOCAB, joint=True)

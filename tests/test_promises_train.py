@@ -79,3 +79,45 @@ def test_the_run_ends_with_one_validation_at_its_last_step():
         before = len(calls)
         assert Trainer._finish(fake, reason) == reason
         assert (len(calls) - before == 1) is validates
+
+
+def test_logged_loss_throughput_and_patience_in_a_real_run(data_root, tmp_path, monkeypatch):
+    """nmt.train:Trainer._loop and _validate_and_save — each `train` record's loss is the
+    token-weighted mean of the step losses since the last record; each `valid` record's
+    train_tokens_per_s is all target tokens over the seconds spent in training steps; a
+    validation without BLEU gain counts towards train.patience, a gain resets it, and
+    `patience` validations without gain end the run (early stopping)."""
+    from tests.test_train import MODELS, tiny_config
+
+    bleus = iter([5.0, 4.0, 6.0, 6.0, 5.0, 9.0, 9.0])  # a tie is no gain
+    steps = []
+    real_step = Trainer.train_step
+
+    def step(self, batch, used=0.0):
+        loss = real_step(self, batch, used)
+        steps.append((loss, batch.n_tokens))
+        return loss
+
+    def validate(self):
+        return {"valid_loss": 1.0, "valid_ppl": float(np.e), "bleu": next(bleus), "chrf": 0.0}
+
+    monkeypatch.setattr(Trainer, "train_step", step)
+    monkeypatch.setattr(Trainer, "validate", validate)
+    cfg = tiny_config(data_root, tmp_path, "patience", {**MODELS["bahdanau"], "emb_size": 16,
+                      "hidden_size": 16}, max_steps=100, log_every=3, valid_every=2, patience=2)
+    trainer = Trainer(cfg, quiet=True)
+    trainer.fit()
+    p = trainer.progress
+    assert p.step == 10  # 5, 4 (1), 6 (0), 6 (1), 5 (2): stopped after the fifth validation
+    assert p.stale == 2 and p.best_bleu == 6.0
+    records = trainer.run.read_metrics()
+    train = [r for r in records if r["kind"] == "train"]
+    assert [r["step"] for r in train] == [3, 6, 9]
+    for r in train:
+        window = steps[r["step"] - 3:r["step"]]
+        mean = sum(loss * n for loss, n in window) / sum(n for _, n in window)
+        assert r["loss"] == pytest.approx(mean, rel=1e-9)
+    valid = [r for r in records if r["kind"] == "valid"]
+    assert [r["step"] for r in valid] == [2, 4, 6, 8, 10]
+    assert p.tokens == sum(n for _, n in steps)
+    assert valid[-1]["train_tokens_per_s"] == pytest.approx(p.tokens / p.train_seconds)

@@ -85,3 +85,29 @@ def test_every_rank_steps_with_rank_0s_budget_fraction(data_root, tmp_path, monk
     trainer.fit()
     # this process alone would have used 0, 1/3, 2/3 of its 3 steps: 0.01, 0.0067, 0.0033
     assert applied == [pytest.approx(0.005)] * 3
+
+
+def test_plateau_cuts_the_rate_after_patience_validations_without_gain():
+    """nmt.schedule:Schedule — `plateau`: the rate (warmup included) is multiplied by
+    train.plateau_factor once train.plateau_patience validations in a row bring no gain
+    (a tie is no gain), and a gain starts the count again; the other schedules ignore
+    validations; the state round-trips through state_dict (resume)."""
+    cfg = TrainConfig(schedule="plateau", lr=0.01, warmup=10, plateau_factor=0.5,
+                      plateau_patience=2)
+    sched = Schedule(cfg)
+    for bleu, rate in ((10.0, 0.01), (9.0, 0.01), (12.0, 0.01), (11.0, 0.01),
+                       (11.5, 0.005), (12.0, 0.005), (1.0, 0.0025), (13.0, 0.0025)):
+        sched.observe(bleu)
+        assert sched.lr(20) == pytest.approx(rate), bleu
+    assert sched.lr(5) == pytest.approx(0.0025 * 5 / 10)  # the warmup scales the cut rate
+    again = Schedule(cfg)
+    again.load_state_dict(sched.state_dict())
+    again.observe(13.0)
+    again.observe(13.0)  # the restored count: two ties after the best of 13 cut again
+    assert again.lr(20) == pytest.approx(0.00125)
+    for name in ("constant", "inverse_sqrt", "linear"):
+        other = Schedule(TrainConfig(schedule=name, lr=0.01, warmup=10, max_steps=100))
+        before = other.lr(20, 0.2)
+        for bleu in (10.0, 1.0, 1.0, 1.0):
+            other.observe(bleu)
+        assert other.lr(20, 0.2) == before, name
