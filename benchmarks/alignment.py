@@ -10,7 +10,8 @@ skips missing ones with a line saying how to train them:
                 (nmt train -c configs/synth/<family>.yaml [--set data.pair=tgt-src])
     Hansards:   runs/hansards/<family> and runs/hansards/<family>_fr-en (Multi30k en-fr /
                 fr-en; nmt train -c configs/hansards/<family>.yaml [--set data.pair=fr-en])
-    and the guided Transformer, transformer_guided (its command: `GUIDED` below)
+    and the guided runs <family>_guided: the Transformer on both, every family on
+    Hansards (their overrides: `GUIDED` below)
 Writes reports/bench-align/alignment.md and alignment.json (+ each setting's `nmt align`
 output under reports/bench-align/<dataset>/).
 
@@ -41,25 +42,32 @@ from data_dirs import align_gold_dir, gold_dir_option
 ROOT = Path(__file__).resolve().parents[1]
 SYNTH_FAMILIES = ("bahdanau", "luong_general", "luong_local_m", "luong_local_p", "transformer")
 HANSARDS_FAMILIES = SYNTH_FAMILIES
-# The guided rows (docs/alignment.md, "Guided alignment"): the Transformer config with one
-# head taught by eflomal's links, an override rather than another file, run as
-# <runs>/transformer_guided; the recipes measured in docs/experiments/2026-12-01-guided-alignment.md.
-GUIDED = {"synth": "--set guided.weight=3 --set guided.null_word=true --set guided.full_context=true "
-                   "--set guided.symmetrize=intersection",
-          "hansards": "--set guided.weight=1 --set guided.null_word=true --set guided.full_context=true"}
+# The guided rows (docs/alignment.md, "Guided alignment"): a family's config with its
+# attention taught by eflomal's links, an override rather than another file, run as
+# <runs>/<family>_guided; the Transformer also reads it with full target context. The
+# recipes are measured in docs/experiments/2026-12-01-guided-alignment.md.
+GUIDED = {"synth": "--set guided.weight=3 --set guided.null_word=true --set guided.symmetrize=intersection",
+          "hansards": "--set guided.weight=1 --set guided.null_word=true"}
+GUIDED_FAMILIES = {"synth": ("transformer",), "hansards": HANSARDS_FAMILIES}
+FULL_CONTEXT = " --set guided.full_context=true"  # the Transformer's only (Garg et al. 2019)
+
+
+def guided_override(folder: str, family: str) -> str:
+    return GUIDED[folder] + (FULL_CONTEXT if family == "transformer" else "")
 
 
 def family_runs(folder: str, families: tuple, reverse_pair: str) -> list[tuple]:
     """(family, run, reverse run, its training command's config, the reverse's) of every
-    family of `folder`'s configs and of the guided Transformer."""
+    family of `folder`'s configs, then of its guided runs (`GUIDED_FAMILIES`)."""
     runs = [(f, ROOT / "runs" / folder / f, ROOT / "runs" / folder / f"{f}_{reverse_pair}",
              f"configs/{folder}/{f}.yaml", f"configs/{folder}/{f}.yaml --set data.pair={reverse_pair}")
             for f in families]
-    name, guided = "transformer_guided", f"configs/{folder}/transformer.yaml {GUIDED[folder]}"
-    return runs + [(name, ROOT / "runs" / folder / name,
-                    ROOT / "runs" / folder / f"{name}_{reverse_pair}",
-                    f"{guided} --set name={name}",
-                    f"{guided} --set data.pair={reverse_pair} --set name={name}_{reverse_pair}")]
+    for f in GUIDED_FAMILIES[folder]:
+        name, guided = f"{f}_guided", f"configs/{folder}/{f}.yaml {guided_override(folder, f)}"
+        runs.append((name, ROOT / "runs" / folder / name, ROOT / "runs" / folder / f"{name}_{reverse_pair}",
+                     f"{guided} --set name={name}",
+                     f"{guided} --set data.pair={reverse_pair} --set name={name}_{reverse_pair}"))
+    return runs
 
 
 ADAPT_HANSARDS = 300  # out-of-domain text needs more steps (docs/alignment.md, "Adapting to the text")
@@ -304,7 +312,8 @@ def main() -> None:
                     print(f"  skip {skipped[-1]}", flush=True)
             if trained(fwd):
                 rows += run_family(data, family, fwd, rev, args, args.out / data["name"])
-        both = [(f, fwd, rev) for f, fwd, rev, _, _ in data["runs"] if trained(fwd) and trained(rev)]
+        both = [(f, fwd, rev) for f, fwd, rev, _, _ in data["runs"]  # the unguided families
+                if trained(fwd) and trained(rev) and not f.endswith("_guided")]
         rows += ensemble_rows(data, both, args, args.out / data["name"])
     meta = {"date": time.strftime("%F"), "threads": args.threads, "skipped": skipped,
             "machine": f"{platform.machine()}, {os.cpu_count()} cores",
