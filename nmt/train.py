@@ -185,6 +185,8 @@ class Trainer:
             self.display.print(text)
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
+        """This rank's token batches of `epoch`, shuffled with seed train.seed + epoch: each
+        epoch of a run has its own order, and a resumed run the same one."""
         d = self.data
         if d.train_text is not None:  # this epoch's sampled segmentation, its own lengths
             d.train_src, d.train_tgt = sampled_examples(self.cfg, d, epoch)

@@ -121,3 +121,19 @@ def test_logged_loss_throughput_and_patience_in_a_real_run(data_root, tmp_path, 
     assert [r["step"] for r in valid] == [2, 4, 6, 8, 10]
     assert p.tokens == sum(n for _, n in steps)
     assert valid[-1]["train_tokens_per_s"] == pytest.approx(p.tokens / p.train_seconds)
+
+
+def test_each_epoch_has_its_own_batch_order_and_the_same_one_again(data_root, tmp_path):
+    """nmt.train:Trainer.epoch_batches — shuffled with seed train.seed + epoch: no two
+    epochs of a run share an order (small seeds included), and an epoch asked for again
+    (a resumed run) gets the same one."""
+    from tests.test_train import MODELS, tiny_config
+
+    for seed in (0, 1, 2):
+        cfg = tiny_config(data_root, tmp_path, f"order{seed}", MODELS["bahdanau"], seed=seed)
+        trainer = Trainer(cfg, quiet=True)
+        orders = [trainer.epoch_batches(epoch) for epoch in range(6)]
+        assert len({str(order) for order in orders}) == 6, seed
+        assert trainer.epoch_batches(3) == orders[3]
+        assert sorted(i for batch in orders[0] for i in batch) == sorted(
+            i for batch in orders[5] for i in batch)  # every pair once per epoch
