@@ -111,7 +111,9 @@ def reading(weights: np.ndarray, shifted: bool | None = None, layer: int | None 
     the step that predicts piece t; `shifted` (Chen et al. 2020): the step whose input is
     piece t.
     """
-    L = weights.shape[0]
+    L, H = weights.shape[:2]
+    if L == 1 and H == 1 and not shifted:
+        return weights[0, 0, :-1]
     if layer is None:
         mean = weights.mean((0, 1))  # (T+1, S)
     elif -L <= layer < L:
