@@ -211,6 +211,7 @@ def test_hard_links_of_degenerate_matrices():
 
 def test_reading_uses_the_first_heads_of_a_layer_and_word_matrix_drops_eos():
     """nmt.align.words:reading — `heads`: the mean of the first `heads` heads of `layer`;
+    a single-map family's one map, whatever `layer` and `heads` say (shifted: from row 1);
     word_matrix — the word-level map of one reading with the EOS column dropped (rows
     renormalised over real words)."""
     w = np.zeros((2, 3, 3, 3))  # L = 2, H = 3, T + 1 = 3, S = 2 + EOS
@@ -223,6 +224,9 @@ def test_reading_uses_the_first_heads_of_a_layer_and_word_matrix_drops_eos():
     words = word_matrix(single, ["▁a", "▁b"], ["▁x", "▁y"])
     assert words.shape == (2, 2)
     np.testing.assert_allclose(words, [[0.75, 0.25], [0.5, 0.5]])
+    for layer, heads in ((None, None), (-2, 1), (3, 2)):  # a single map whatever they say
+        np.testing.assert_array_equal(reading(single, layer=layer, heads=heads), single[0, 0, :-1])
+    np.testing.assert_array_equal(reading(single, shifted=True), single[0, 0, 1:])
 
 
 def test_forced_weights_refuse_a_model_without_attention():

@@ -104,7 +104,8 @@ def reading(weights: np.ndarray, shifted: bool | None = None, layer: int | None 
             heads: int | None = None) -> np.ndarray:
     """One (T', S) map per target piece from raw (L, H, T+1, S) weights.
 
-    Single-map families: the map without its EOS row. Multi-layer/head models: head
+    Single-map families: the map without its EOS row, whatever `layer` and `heads` say (a
+    guided recurrent run's reading carries guided.layer too). Multi-layer/head models: head
     average of `layer` (of its first `heads` heads when given: a guided run's supervised
     heads, nmt.align.guided), or by default the mean over every layer and head (chosen by
     measurement: docs/experiments/2026-11-30-choosing-the-defaults.md). Naive: row t is
