@@ -44,10 +44,11 @@ SYNTH_FAMILIES = ("bahdanau", "luong_general", "luong_local_m", "luong_local_p",
 HANSARDS_FAMILIES = SYNTH_FAMILIES
 # The guided rows (docs/alignment.md, "Guided alignment"): a family's config with its
 # attention taught by eflomal's links, an override rather than another file, run as
-# <runs>/<family>_guided; the Transformer also reads it with full target context. The
+# <runs>/<family>_guided (one pair per example: the links are a pair's, so local-p's joined
+# pairs are off); the Transformer also reads it with full target context. The
 # recipes are measured in docs/experiments/2026-12-01-guided-alignment.md.
 GUIDED = {"synth": "--set guided.weight=3 --set guided.null_word=true --set guided.symmetrize=intersection",
-          "hansards": "--set guided.weight=1 --set guided.null_word=true"}
+          "hansards": "--set guided.weight=1 --set guided.null_word=true --set data.concat=1"}
 GUIDED_FAMILIES = {"synth": ("transformer",), "hansards": HANSARDS_FAMILIES}
 FULL_CONTEXT = " --set guided.full_context=true"  # the Transformer's only (Garg et al. 2019)
 
