@@ -33,6 +33,27 @@ def test_batched_beam_search_is_sentence_by_sentence_search(name):
         assert [h.score for h in hyps] == pytest.approx([h.score for h in alone], abs=1e-4)
 
 
+def test_a_sentence_at_its_length_limit_leaves_the_batch():
+    """nmt.search:beam_search — a sentence ends at its length limit (max_lengths) even with
+    fewer than `beam` finished hypotheses, and its rows leave the batch at that step: the
+    other sentence decodes alone from the next step on."""
+    model = tiny_model("bahdanau", seed=2)
+    src = torch.full((2, 10), PAD)
+    src[0, :2] = torch.tensor([A, EOS])  # limit int(2 * 0.5) = 1: one step, EOS only
+    src[1, :] = torch.tensor([A, B, A, B, A, B, A, B, A, EOS])  # limit 5
+    rows, step = [], model.step
+
+    def counting(prev, state, enc):
+        rows.append(prev.size(0))
+        return step(prev, state, enc)
+
+    model.step = counting
+    short, long = beam_search(model, src, beam=3, ratio=0.5, offset=0, n_best=3)
+    assert [len(h.tokens) for h in short] == [0]  # only the first beam was alive at step 0
+    assert rows[0] == 6 and len(rows) > 1 and set(rows[1:]) == {3}
+    assert all(len(h.tokens) <= 4 for h in long)
+
+
 def test_beam_search_never_finishes_an_impossible_hypothesis():
     """nmt.search:_finalise — only EOS candidates "with a finite score" finish: a beam wider
     than the number of possible outputs returns the possible ones, never a -inf score."""
