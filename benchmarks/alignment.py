@@ -47,7 +47,8 @@ HANSARDS_FAMILIES = SYNTH_FAMILIES
 # <runs>/<family>_guided (one pair per example: the links are a pair's, so local-p's joined
 # pairs are off); the Transformer also reads it with full target context. The
 # recipes are measured in docs/experiments/2026-12-01-guided-alignment.md.
-GUIDED = {"synth": "--set guided.weight=3 --set guided.null_word=true --set guided.symmetrize=intersection",
+GUIDED = {"synth": "--set guided.weight=3 --set guided.null_word=true "
+                   "--set guided.symmetrize=intersection",
           "hansards": "--set guided.weight=1 --set guided.null_word=true --set data.concat=1"}
 GUIDED_FAMILIES = {"synth": ("transformer",), "hansards": HANSARDS_FAMILIES}
 FULL_CONTEXT = " --set guided.full_context=true"  # the Transformer's only (Garg et al. 2019)
@@ -65,7 +66,8 @@ def family_runs(folder: str, families: tuple, reverse_pair: str) -> list[tuple]:
             for f in families]
     for f in GUIDED_FAMILIES[folder]:
         name, guided = f"{f}_guided", f"configs/{folder}/{f}.yaml {guided_override(folder, f)}"
-        runs.append((name, ROOT / "runs" / folder / name, ROOT / "runs" / folder / f"{name}_{reverse_pair}",
+        runs.append((name, ROOT / "runs" / folder / name,
+                     ROOT / "runs" / folder / f"{name}_{reverse_pair}",
                      f"{guided} --set name={name}",
                      f"{guided} --set data.pair={reverse_pair} --set name={name}_{reverse_pair}"))
     return runs
