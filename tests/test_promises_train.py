@@ -83,7 +83,8 @@ def test_the_run_ends_with_one_validation_at_its_last_step():
 
 def test_logged_loss_throughput_and_patience_in_a_real_run(data_root, tmp_path, monkeypatch):
     """nmt.train:Trainer._loop and _validate_and_save — each `train` record's loss is the
-    token-weighted mean of the step losses since the last record; each `valid` record's
+    token-weighted mean of the step losses since the last record, and its tokens_per_s
+    those steps' target tokens over their seconds; each `valid` record's
     train_tokens_per_s is all target tokens over the seconds spent in training steps; a
     validation without BLEU gain counts towards train.patience, a gain resets it, and
     `patience` validations without gain end the run (early stopping)."""
@@ -94,8 +95,9 @@ def test_logged_loss_throughput_and_patience_in_a_real_run(data_root, tmp_path, 
     real_step = Trainer.train_step
 
     def step(self, batch, used=0.0):
+        tick = time.perf_counter()
         loss = real_step(self, batch, used)
-        steps.append((loss, batch.n_tokens))
+        steps.append((loss, batch.n_tokens, time.perf_counter() - tick))
         return loss
 
     def validate(self):
@@ -115,11 +117,14 @@ def test_logged_loss_throughput_and_patience_in_a_real_run(data_root, tmp_path, 
     assert [r["step"] for r in train] == [3, 6, 9]
     for r in train:
         window = steps[r["step"] - 3:r["step"]]
-        mean = sum(loss * n for loss, n in window) / sum(n for _, n in window)
-        assert r["loss"] == pytest.approx(mean, rel=1e-9)
+        tokens = sum(n for _, n, _ in window)
+        assert r["loss"] == pytest.approx(sum(loss * n for loss, n, _ in window) / tokens,
+                                          rel=1e-9)
+        # the loop times the same calls as `step` does, less the wrapper's own microseconds
+        assert r["tokens_per_s"] == pytest.approx(tokens / sum(t for _, _, t in window), rel=0.2)
     valid = [r for r in records if r["kind"] == "valid"]
     assert [r["step"] for r in valid] == [2, 4, 6, 8, 10]
-    assert p.tokens == sum(n for _, n in steps)
+    assert p.tokens == sum(n for _, n, _ in steps)
     assert valid[-1]["train_tokens_per_s"] == pytest.approx(p.tokens / p.train_seconds)
 
 
