@@ -62,6 +62,7 @@ def test_each_budget_ends_the_run_and_zero_means_no_limit():
     assert out(_fake(epoch=1, max_epochs=2)) is None
     assert out(_fake(base=0.0, max_minutes=1)) is None
     assert out(_fake(base=60.0, max_minutes=1)) == "reached train.max_minutes=1"  # resumed
+    assert out(_fake(base=59.0, max_minutes=1)) is None  # minutes, not seconds
     assert out(_fake(stale=2, patience=3)) is None
     assert "early stop" in out(_fake(stale=3, patience=3))
 
@@ -143,3 +144,20 @@ def test_each_epoch_has_its_own_batch_order_and_the_same_one_again(data_root, tm
         assert trainer.epoch_batches(3) == orders[3]
         assert sorted(i for batch in orders[0] for i in batch) == sorted(
             i for batch in orders[5] for i in batch)  # every pair once per epoch
+
+
+def test_validation_loss_is_the_plain_cross_entropy_per_target_token(data_root, tmp_path):
+    """nmt.train:Trainer.validate — "Validation loss/perplexity on the chosen sentences":
+    the cross-entropy per real target token without the training's label smoothing, and
+    its exponential."""
+    from tests.test_train import MODELS, tiny_config
+
+    cfg = tiny_config(data_root, tmp_path, "valid", MODELS["bahdanau"], label_smoothing=0.1)
+    trainer = Trainer(cfg, quiet=True)
+    record = trainer.validate()
+    d, model = trainer.data, trainer.model.eval()
+    with torch.no_grad():
+        batch = collate(d.valid_src, d.valid_tgt)
+        total = loss_fn(model, batch, 0.0).item()
+    assert record["valid_loss"] == pytest.approx(total / batch.n_tokens, rel=1e-5)
+    assert record["valid_ppl"] == pytest.approx(np.exp(record["valid_loss"]), rel=1e-9)
