@@ -244,7 +244,7 @@ class Trainer:
             from nmt.align.guided import reading_of, teacher_aer
 
             records = collect(model, d.vocab, d.valid_src, d.valid_tgt, **reading_of(self.cfg))
-            record["valid_aer"] = round(teacher_aer(records, d.valid_links), 4)
+            record["valid_aer"] = teacher_aer(records, d.valid_links)
         return record
 
     def out_of_budget(self) -> str | None:
@@ -273,7 +273,8 @@ class Trainer:
                  + (f", joined into {record['examples']:,} examples of 1 to "
                     f"{c.data.concat} pairs (data.concat)" if c.data.concat > 1 else "")
                  + f"; vocabulary {d.vocab.src_size:,}/{d.vocab.tgt_size:,} pieces "
-                 f"(vocab.size={c.vocab.size})")
+                 f"(vocab.size={c.vocab.size})" + (f"; {d.unguided:,} pairs' teacher links do "
+                 "not fit their words: trained without guidance" if d.unguided else ""))
         with StopRequest() as stop, self.display, self.board:
             reason = self._loop(stop)
         if reason == "signal":
@@ -340,12 +341,13 @@ class Trainer:
         p = self.progress
         elapsed = self.elapsed()
         lr = self.schedule.lr(p.step, self.used_budget())
+        tok_s *= dist.world_size()  # every process's tokens: one figure for all three sinks
         self.log({"kind": "train", "step": p.step, "epoch": p.epoch, "loss": loss, "lr": lr,
-                  "tokens_per_s": tok_s * dist.world_size(), "elapsed": elapsed})
+                  "tokens_per_s": tok_s, "elapsed": elapsed})
         self.board.scalars(p.step, {"train/loss": loss, "train/lr": lr,
-                                    "train/tokens_per_s": tok_s * dist.world_size()})
+                                    "train/tokens_per_s": tok_s})
         self.say(f"step {p.step:>6} | epoch {p.epoch:>3} | loss {loss:6.3f} | lr {lr:.2e} | "
-                 f"{tok_s * dist.world_size():7.0f} tgt tok/s | {elapsed / 60:5.1f} min")
+                 f"{tok_s:7.0f} tgt tok/s | {elapsed / 60:5.1f} min")
 
     def _validate_and_save(self) -> None:
         p = self.progress

@@ -32,6 +32,25 @@ def test_word_links_map_onto_pieces_and_rows_are_normalised():
     assert piece_targets(["▁a"], ["▁x"], {(3, 0)}) is None  # the teacher saw other words
 
 
+def test_a_pair_whose_links_name_other_words_is_unguided_and_counted():
+    """nmt.align.guided:guide_targets — a pair whose links name a word it does not have
+    gets None (no guidance), and the count says how many."""
+    from nmt.align.guided import guide_targets
+    from nmt.tokens import EOS
+
+    class Vocab:
+        def src_pieces(self, ids):
+            return ["▁a", "▁b", "c"][:len(ids)]
+
+        def tgt_pieces(self, ids):
+            return ["▁x", "▁y"][:len(ids)]
+
+    src, tgt = [[5, 6, EOS], [5, 6, 7, EOS], [5, EOS]], [[8, 9], [8], [8, 9]]
+    out, misfit = guide_targets(Vocab(), src, tgt, [{(0, 0)}, {(1, 0)}, {(0, 1), (1, 1)}])
+    assert misfit == 1 and out[2] is None  # the third pair has one source word, not two
+    assert out[0].shape == (3, 3) and out[1][0].tolist() == [0, 0.5, 0.5, 0]
+
+
 def test_null_teaches_unlinked_words_and_eos_to_attend_to_the_source_eos():
     """guided.null_word: target word 0 has no link and the EOS row none either: both put their
     mass on the source EOS column; a linked row is unchanged; a pair without any link
@@ -115,6 +134,8 @@ def test_weight_zero_trains_exactly_like_an_unguided_run_and_a_weight_changes_it
     guided.fit()
     a, b, c = (t.model.state_dict() for t in (plain, zero, guided))
     assert all(torch.equal(a[k], b[k]) for k in a)
+    data = [next(r for r in t.run.read_metrics() if r["kind"] == "data") for t in (plain, guided)]
+    assert "unguided" not in data[0] and data[1]["unguided"] == 0  # gold fits every pair
     assert any(not torch.equal(a[k], c[k]) for k in a)
     valid = [r for r in guided.run.read_metrics() if r["kind"] == "valid"]
     assert valid and all(0.0 <= r["valid_aer"] <= 1.0 for r in valid)  # beside BLEU

@@ -162,3 +162,26 @@ def test_validation_loss_is_the_plain_cross_entropy_per_target_token(data_root, 
         total = loss_fn(model, batch, 0.0).item()
     assert record["valid_loss"] == pytest.approx(total / batch.n_tokens, rel=1e-5)
     assert record["valid_ppl"] == pytest.approx(np.exp(record["valid_loss"]), rel=1e-9)
+
+
+def test_validation_bleu_is_greedy_whatever_decode_beam_says(data_root, tmp_path, monkeypatch):
+    """nmt.train:Trainer.validate — "greedy BLEU and chrF": with decode.beam 3 validation
+    still searches greedily (beam search is never called) and scores what greedy search
+    translates."""
+    import nmt.translate
+    from nmt.config import config_from_dict, config_to_dict
+    from nmt.evaluate import bleu_chrf
+    from tests.test_train import MODELS, tiny_config
+
+    cfg = tiny_config(data_root, tmp_path, "greedy", MODELS["bahdanau"])
+    cfg = config_from_dict({**config_to_dict(cfg), "decode": {"beam": 3}})
+    trainer = Trainer(cfg, quiet=True)
+
+    def no_beam(*args, **kwargs):
+        raise AssertionError("validation ran beam search")
+
+    greedy = nmt.translate.translate_ids(trainer.model.eval(), trainer.data.vocab,
+                                         trainer.data.valid_src, cfg.decode, beam=1)
+    monkeypatch.setattr(nmt.translate, "beam_search", no_beam)
+    record = trainer.validate()
+    assert record["bleu"] == bleu_chrf(greedy, trainer.data.valid_refs)["bleu"]
