@@ -66,7 +66,8 @@ SLOW = ["--deselect", "tests/test_limits.py::test_transformer_decodes_past_1024_
 TRAIN = "tests/test_train.py::test_"
 RELIABILITY = "tests/test_reliability.py::test_"
 # Short trainings that check the loss (padding masked out, the auxiliary and guided
-# terms), resume, checkpoints, the data report, non-finite steps and kept checkpoints; the
+# terms), resume, checkpoints, the data report, non-finite steps and kept checkpoints, the
+# promises of train.py's docstrings (tests/test_promises_train.py); the
 # families' 260-700-step learning runs are left to the full pass, but for one (bahdanau).
 TRAINING = [TRAIN + "training_loss_adds_the_terms_the_forward_pass_returns",  # quickest first
             TRAIN + "trainer_steps_the_local_window_curriculum",
@@ -81,6 +82,7 @@ TRAINING = [TRAIN + "training_loss_adds_the_terms_the_forward_pass_returns",  # 
             RELIABILITY + "non_finite_losses_before_any_checkpoint",
             RELIABILITY + "one_non_finite_step_is_skipped_and_counted",
             "tests/test_schedule.py",
+            "tests/test_promises_train.py",  # the docstrings' promises: loss, budgets, logs
             TRAIN + "every_family_learns_the_synthetic_corpus[bahdanau]"]
 # The fast tests that should kill a mutant of each file: the first prefix that matches.
 # Test files that do not exist (yet) are skipped; other items are passed to pytest as is.
