@@ -185,3 +185,21 @@ def test_validation_bleu_is_greedy_whatever_decode_beam_says(data_root, tmp_path
     monkeypatch.setattr(nmt.translate, "beam_search", no_beam)
     record = trainer.validate()
     assert record["bleu"] == bleu_chrf(greedy, trainer.data.valid_refs)["bleu"]
+
+
+def test_the_display_gets_the_epochs_done_as_a_real_number(data_root, tmp_path, monkeypatch):
+    """nmt.progress:training_budget — "`position` is epochs done as a real number (epoch +
+    batch / batches)": what the training loop passes the display after each step, which
+    the max_epochs ETA is computed from."""
+    from nmt.progress import TrainDisplay
+    from tests.test_train import MODELS, tiny_config
+
+    positions = []
+    monkeypatch.setattr(TrainDisplay, "update",
+                        lambda self, **kw: positions.append((kw["epoch"], kw["position"])))
+    cfg = tiny_config(data_root, tmp_path, "position", MODELS["bahdanau"], max_steps=6)
+    trainer = Trainer(cfg, quiet=True)
+    n = len(trainer.epoch_batches(0))
+    assert n > 6
+    trainer.fit()
+    assert positions == [(0, pytest.approx(k / n)) for k in range(1, 7)]
