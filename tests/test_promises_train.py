@@ -203,3 +203,22 @@ def test_the_display_gets_the_epochs_done_as_a_real_number(data_root, tmp_path, 
     assert n > 6
     trainer.fit()
     assert positions == [(0, pytest.approx(k / n)) for k in range(1, 7)]
+
+
+def test_max_epochs_ends_a_real_run_after_that_many_passes(tmp_path):
+    """nmt.train:Trainer._loop and out_of_budget — "max_epochs" counted by the loop: a run
+    with train.max_epochs 2 (and no other limit that it reaches) takes every batch of
+    epoch 0, then of epoch 1, and stops there, at epoch 2."""
+    from nmt.data.corpora import ensure_synth
+    from tests.test_train import MODELS, tiny_config
+
+    root = tmp_path / "data"
+    ensure_synth(root, sizes={"train": 400, "val": 10, "test": 10})
+    model = {**MODELS["bahdanau"], "emb_size": 16, "hidden_size": 16}
+    cfg = tiny_config(root, tmp_path / "runs", "epochs", model, max_epochs=2, batch_tokens=60,
+                      max_steps=1000, valid_sentences=10)  # max_steps: a guard only
+    trainer = Trainer(cfg, quiet=True)
+    batches = [len(trainer.epoch_batches(epoch)) for epoch in (0, 1)]
+    assert 1 < batches[0] < 100
+    p = trainer.fit()
+    assert (p.epoch, p.step) == (2, sum(batches))
