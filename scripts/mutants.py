@@ -2,7 +2,7 @@
 (`make mutants`).
 
 Every mutant changes one line of one file (default: nmt/models, nmt/search.py,
-nmt/align/{extract,io,words,metrics,export}.py, nmt/evaluate.py, nmt/train.py,
+nmt/align/*.py, nmt/evaluate.py, nmt/train.py,
 nmt/schedule.py and nmt/optim.py): an operator swap (+/-, * and /, ** -> *, & and |,
 < and <=, > and >=, == and !=, is / is not, in / not in), a numeric constant (0 -> 1,
 n -> n - 1, 1.0 -> 2.0, 2.0 -> 1.0, x -> 2x), a dropped unary call (torch.tanh(x) -> (x),
@@ -50,9 +50,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # --root replaces it (the script's own tests)
-TARGETS = ["nmt/models/*.py", "nmt/search.py"] + [
-    f"nmt/align/{name}.py" for name in ("extract", "io", "words", "metrics", "export")] + [
-    "nmt/evaluate.py", "nmt/train.py", "nmt/schedule.py", "nmt/optim.py"]
+TARGETS = ["nmt/models/*.py", "nmt/search.py", "nmt/align/*.py", "nmt/evaluate.py",
+           "nmt/train.py", "nmt/schedule.py", "nmt/optim.py"]
 # The summary's areas: label -> path prefixes (a path outside them is its own area).
 AREAS = {"nmt/models": ("nmt/models/",), "nmt/search.py": ("nmt/search.py",),
          "nmt/evaluate.py": ("nmt/evaluate.py",), "nmt/align": ("nmt/align/",),
@@ -84,6 +83,15 @@ TRAINING = [TRAIN + "training_loss_adds_the_terms_the_forward_pass_returns",  # 
             "tests/test_schedule.py",
             "tests/test_promises_train.py",  # the docstrings' promises: loss, budgets, logs
             TRAIN + "every_family_learns_the_synthetic_corpus[bahdanau]"]
+# Alignment: the metrics, readings, I/O, symmetrisation and the docstrings' promises (about
+# 20 s); a file's own CLI or training tests are added below, the slow guided runs are not.
+ALIGN = ["tests/test_equations_align.py", "tests/test_alignment.py",
+         "tests/test_promises_align.py", "tests/test_symmetrize.py"]
+GUIDED_SLOW = [arg for name in ("adapting_a_guided_run_keeps_its_guidance",
+                                "guidance_teaches_the_supervised_head_to_follow_the_teacher",
+                                "weight_zero_trains_exactly_like_an_unguided_run_and_a_"
+                                "weight_changes_it")
+               for arg in ("--deselect", f"tests/test_guided.py::test_{name}")]
 # The fast tests that should kill a mutant of each file: the first prefix that matches.
 # Test files that do not exist (yet) are skipped; other items are passed to pytest as is.
 TESTS = {
@@ -94,10 +102,15 @@ TESTS = {
                                 "tests/test_limits.py", *SLOW],
     "nmt/search.py": ["tests/test_equations_search.py", "tests/test_search.py",
                       "tests/test_limits.py", *SLOW],
-    "nmt/align/": ["tests/test_equations_align.py", "tests/test_alignment.py"],
+    "nmt/align/attribution.py": ALIGN + ["tests/test_attribution.py"],
+    "nmt/align/export.py": ALIGN + ["tests/test_align_methods.py"],
+    "nmt/align/guided.py": ALIGN + ["tests/test_guided.py", *GUIDED_SLOW],
+    "nmt/align/statistical.py": ALIGN + ["tests/test_statistical.py"],
+    "nmt/align/": ALIGN,
     # bleu_chrf scores every validation and the bahdanau run's test set; `nmt evaluate`
     # (evaluate_model, bleu_by_length) runs in the averaging test
-    "nmt/evaluate.py": [TRAIN + "every_family_learns_the_synthetic_corpus[bahdanau]",
+    "nmt/evaluate.py": ["tests/test_promises_evaluate.py",
+                        TRAIN + "every_family_learns_the_synthetic_corpus[bahdanau]",
                         "tests/test_api.py::test_average_writes_the_element_wise_mean_of_the_"
                         "last_n"],
     "nmt/train.py": TRAINING,

@@ -38,6 +38,13 @@ def test_evaluation_and_training_mutants_are_made_drawn_and_have_fast_tests():
     options = dict(named=False, only=None, files=None, sample=0, seed=0, limit=0)
     drawn = m.select(argparse.Namespace(**{**options, "sample": 10**6}))  # all of them
     assert {"nmt/evaluate.py", "nmt/train.py"} <= {x.path for x in drawn}
+    # every alignment module is in the catalogue, with a fast subset of existing tests
+    align = sorted(str(p.relative_to(REPO)) for p in (REPO / "nmt" / "align").glob("*.py")
+                   if m.mutants_of(str(p.relative_to(REPO))))
+    assert {"nmt/align/guided.py", "nmt/align/statistical.py"} <= set(align)
+    assert set(align) <= {x.path for x in drawn}
+    for path in align:
+        assert all((REPO / f).is_file() for f in m.test_files(m.tests_for(path))), path
 
 
 def test_the_full_suite_is_reordered_by_file_never_cut():

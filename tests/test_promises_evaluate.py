@@ -56,6 +56,20 @@ def test_bleu_smooths_exponentially_by_hand():
     assert round(out["bleu"], 2) == out["bleu"] and round(out["chrf"], 2) == out["chrf"]
 
 
+def test_both_scores_are_sacrebleus_to_two_decimals():
+    """nmt.evaluate:bleu_chrf — the scores users compare across tools: sacreBLEU's corpus
+    BLEU and chrF, each rounded to two decimals (not one: this pair's scores differ in the
+    second decimal)."""
+    import sacrebleu
+
+    hyps, refs = ["the cat sat on mat", "a dog runs"], ["the cat sat in mat", "the dog ran"]
+    bleu = sacrebleu.metrics.BLEU(force=True).corpus_score(hyps, [refs]).score
+    chrf = sacrebleu.metrics.CHRF().corpus_score(hyps, [refs]).score
+    assert round(bleu, 1) != round(bleu, 2) and round(chrf, 1) != round(chrf, 2)
+    out = bleu_chrf(hyps, refs)
+    assert (out["bleu"], out["chrf"]) == (round(bleu, 2), round(chrf, 2)) == (33.78, 53.64)
+
+
 def test_bleu_is_corpus_level_not_a_mean_of_sentences():
     """nmt.evaluate:bleu_chrf — "Corpus BLEU": n-gram counts are summed over sentences
     (a perfect sentence plus a zero one is not the mean of 100 and 0)."""

@@ -131,3 +131,24 @@ def test_compare_statistical_adds_a_row_and_a_grid_panel(fast_eflomal, small_run
     aer, diagonal = (float(c) for c in row.strip("|").split("|")[-3:-1])
     assert 0 <= aer < diagonal
     assert "statistical word aligner" in text and (out / "align_test_0.png").is_file()
+
+
+def test_align_statistical_gives_one_row_per_link_heuristic(fast_eflomal, small_run, tmp_path,
+                                                            capsys):
+    """docs/alignment.md: eflomal's directions are joined with each --symmetrize heuristic
+    given, one row each (`eflomal.<heuristic>`); `agreement` joins two maps, which eflomal
+    does not give, so it adds no statistical row."""
+    out = tmp_path / "align"
+    code, _, err = cli(["align", "--run", str(small_run), "--split", "test", "--limit", "12",
+                        "--statistical", "--symmetrize", "intersection", "--symmetrize", "union",
+                        "--symmetrize", "agreement", "--out", str(out)], capsys)
+    assert code == 0, err
+    summary = json.loads((out / "summary.json").read_text())
+    rows = {name: row for name, row in summary.items() if row.get("method") == "eflomal"}
+    assert set(rows) == {"eflomal.intersection", "eflomal.union"}, sorted(summary)
+    assert [rows[f"eflomal.{h}"]["symmetrize"] for h in ("intersection", "union")] == [
+        "intersection", "union"]
+    inter = load_alignments(out / "eflomal.intersection.npz")
+    union = load_alignments(out / "eflomal.union.npz")
+    assert all(set(a.links) <= set(b.links) for a, b in zip(inter, union))
+    assert sum(len(b.links) for b in union) > sum(len(a.links) for a in inter)
