@@ -15,7 +15,6 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 
 from nmt import distributed as dist
 from nmt.align.guided import alignment_loss
@@ -25,6 +24,7 @@ from nmt.data.batching import iterate_batches, token_batches
 from nmt.errors import NMTError, one_line
 from nmt.evaluate import bleu_chrf
 from nmt.locks import run_lock
+from nmt.loss import smoothed_cross_entropy
 from nmt.models import build_model
 from nmt.models.base import Seq2Seq
 from nmt.optim import build_optimizer, set_lr
@@ -64,8 +64,7 @@ def loss_fn(model: Seq2Seq, batch, smoothing: float, guided: GuidedConfig | None
     supervise = guided is not None and guided.weight > 0 and batch.guide is not None
     logits, attn, extra = model(batch.src, batch.tgt_in, need_attn=supervise, select=real,
                                 full_context=supervise and guided.full_context)  # (N, V)
-    loss = F.cross_entropy(logits, batch.tgt_out[real], label_smoothing=smoothing,
-                           reduction="sum")
+    loss = smoothed_cross_entropy(logits, batch.tgt_out[real], smoothing)
     if supervise:
         loss = loss + guided.weight * alignment_loss(attn, batch.guide, guided.layer,
                                                      guided.heads)
