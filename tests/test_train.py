@@ -150,6 +150,32 @@ def test_the_optimiser_takes_the_models_parameter_groups_in_training_and_adapt(
     assert slow == pytest.approx(0.1 * rest, rel=0.05)
 
 
+def test_the_optimiser_is_torchs_fused_adam_with_the_same_update_as_the_default():
+    """build_optimizer takes torch's fused Adam on the CPU; three steps of it move a model
+    as the per-tensor Adam with the same betas, eps and groups does."""
+    from nmt.models.base import Seq2Seq
+    from nmt.optim import build_optimizer
+    from tests.numpy_ref import build
+
+    fused_model = build("bahdanau", seed=3, emb_size=6, hidden_size=5)
+    plain_model = build("bahdanau", seed=3, emb_size=6, hidden_size=5)
+    fused = build_optimizer(fused_model, 1e-2)
+    assert all(g["fused"] for g in fused.param_groups)
+    plain = torch.optim.Adam(Seq2Seq.param_groups(plain_model), lr=1e-2, betas=(0.9, 0.98),
+                             eps=1e-9)
+    src = torch.tensor([[5, 6, 7, 3], [8, 3, 0, 0]])
+    tgt = torch.tensor([[2, 5, 6], [2, 7, 0]])
+    for _ in range(3):
+        for model, optim in ((fused_model, fused), (plain_model, plain)):
+            optim.zero_grad()
+            model(src, tgt)[0].logsumexp(-1).sum().backward()
+            optim.step()
+    for (name, a), b in zip(fused_model.state_dict().items(), plain_model.state_dict().values()):
+        torch.testing.assert_close(a, b, msg=name)
+    assert not torch.equal(fused_model.state_dict()["out.bias"], build("bahdanau", seed=3,
+                           emb_size=6, hidden_size=5).state_dict()["out.bias"])
+
+
 def _params(model) -> dict:
     return {k: v.clone() for k, v in model.state_dict().items()}
 
