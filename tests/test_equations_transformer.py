@@ -51,7 +51,7 @@ def test_scaled_dot_product_both_paths_against_a_hand_computation(need_weights):
 def test_multi_head_attention_splits_the_model_dimension_into_heads():
     """head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V) with d_k = D / h = 2 per head,
     concatenated and projected by W^O (identity projections here)."""
-    mha = MultiHeadAttention(4, 2, 0.0).eval()
+    mha = MultiHeadAttention(4, 2).eval()
     with torch.no_grad():
         for lin in (mha.q, mha.o):
             lin.weight.copy_(torch.eye(4))
@@ -137,3 +137,36 @@ def test_layers_chain_their_sublayers_each_with_its_own_norm():
     y2 = ln(dec.subs[1], y1 + dec.cross(y1, ck, cv, cross, True)[0])
     out, _ = dec(x, k, v, causal, ck, cv, cross, True)
     close(out, a(ln(dec.subs[2], y2 + dec.ff(y2))))
+
+
+def test_dropout_only_on_the_embedding_sums_and_the_sublayer_outputs(monkeypatch):
+    """Section 5.4: dropout on each sub-layer's output before the residual and norm, and on
+    the sums of embeddings and positions; none on the attention weights (the fused kernel
+    is called without dropout) nor inside the feed-forward network. One training forward
+    pass drops out 2 + 2 * encoder layers + 3 * decoder layers tensors, each of them the
+    model's size, and the feed-forward network's modules keep their checkpoint names."""
+    import nmt.models.attention as attention
+
+    model = build("transformer", emb_size=8, heads=2, ff_size=16, enc_layers=2,
+                  dec_layers=3, dropout=0.3).train()
+    dropped = []
+    real_dropout = torch.nn.functional.dropout
+
+    def counting_dropout(x, p=0.5, training=True, inplace=False):
+        dropped.append((tuple(x.shape), p))
+        return real_dropout(x, p, training, inplace)
+
+    def no_attention_dropout(q, k, v, attn_mask=None, dropout_p=0.0, **kw):
+        assert dropout_p == 0.0
+        return real_sdpa(q, k, v, attn_mask=attn_mask, **kw)
+
+    real_sdpa = attention.F.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "dropout", counting_dropout)
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", no_attention_dropout)
+    src = torch.tensor([[5, 6, 7, 3], [8, 3, 0, 0]])
+    tgt = torch.tensor([[2, 5, 6], [2, 7, 0]])
+    model(src, tgt)
+    assert len(dropped) == 2 + 2 * 2 + 3 * 3
+    assert all(shape[-1] == 8 and p == 0.3 for shape, p in dropped)
+    names = {k for k in model.state_dict() if ".ff." in k}
+    assert {k.split(".ff.")[1] for k in names} == {"0.weight", "0.bias", "3.weight", "3.bias"}

@@ -219,7 +219,7 @@ class LocalWindow(nn.Module):
 
 
 def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor,
-                       need_weights: bool, dropout: float = 0.0) -> tuple[Tensor, Tensor | None]:
+                       need_weights: bool) -> tuple[Tensor, Tensor | None]:
     """Vaswani et al. (2017) eq. 1: softmax(Q K^T / sqrt(d_k)) V over heads.
 
     q (B, h, T, d), k and v (B, h, S, d), mask broadcastable to (B, h, T, S).
@@ -227,11 +227,10 @@ def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor,
     torch's fused kernel computes the same thing faster.
     """
     if not need_weights:
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return out, None
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
     weights = masked_softmax(scores, mask.expand(scores.shape))
     if _OVERRIDES:
         weights = _OVERRIDES[-1](weights, mask.expand(scores.shape))
-    probs = F.dropout(weights, dropout) if dropout else weights
-    return probs @ v, weights
+    return weights @ v, weights

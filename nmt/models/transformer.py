@@ -7,6 +7,7 @@ Padding masks in every attention, a causal mask in decoder self-attention.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 
 import torch
 from torch import Tensor, nn
@@ -30,9 +31,9 @@ def sinusoids(length: int, dim: int) -> Tensor:
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)."""
 
-    def __init__(self, dim: int, heads: int, dropout: float):
+    def __init__(self, dim: int, heads: int):
         super().__init__()
-        self.heads, self.dropout = heads, dropout
+        self.heads = heads
         self.q = nn.Linear(dim, dim)
         self.kv = nn.Linear(dim, 2 * dim)
         self.o = nn.Linear(dim, dim)
@@ -48,16 +49,19 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor, need_weights: bool
                 ) -> tuple[Tensor, Tensor | None]:
         """x (B, T, D); k, v (B, h, S, d); mask (B, 1, T or 1, S) True = may attend."""
-        drop = self.dropout if self.training else 0.0
-        out, weights = scaled_dot_product(self.split(self.q(x)), k, v, mask, need_weights, drop)
+        out, weights = scaled_dot_product(self.split(self.q(x)), k, v, mask, need_weights)
         B, _, T, _ = out.shape
         return self.o(out.transpose(1, 2).reshape(B, T, -1)), weights
 
 
 class FeedForward(nn.Sequential):
-    def __init__(self, dim: int, hidden: int, dropout: float):
-        super().__init__(nn.Linear(dim, hidden), nn.ReLU(), nn.Dropout(dropout),
-                         nn.Linear(hidden, dim))
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 (eq. 2). No dropout inside: the paper drops
+    out only sub-layer outputs and the embedding sums (section 5.4). Modules keep their
+    former names (0, 1, 3: a dropout was 2), so earlier checkpoints load unchanged."""
+
+    def __init__(self, dim: int, hidden: int):
+        super().__init__(OrderedDict([("0", nn.Linear(dim, hidden)), ("1", nn.ReLU()),
+                                      ("3", nn.Linear(hidden, dim))]))
 
 
 class Sublayer(nn.Module):
@@ -75,8 +79,8 @@ class Sublayer(nn.Module):
 class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.attn = MultiHeadAttention(cfg.emb_size, cfg.heads, cfg.dropout)
-        self.ff = FeedForward(cfg.emb_size, cfg.ff_size, cfg.dropout)
+        self.attn = MultiHeadAttention(cfg.emb_size, cfg.heads)
+        self.ff = FeedForward(cfg.emb_size, cfg.ff_size)
         self.sub1, self.sub2 = Sublayer(cfg.emb_size, cfg.dropout), Sublayer(cfg.emb_size, cfg.dropout)
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
@@ -88,9 +92,9 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.emb_size, cfg.heads, cfg.dropout)
-        self.cross = MultiHeadAttention(cfg.emb_size, cfg.heads, cfg.dropout)
-        self.ff = FeedForward(cfg.emb_size, cfg.ff_size, cfg.dropout)
+        self.self_attn = MultiHeadAttention(cfg.emb_size, cfg.heads)
+        self.cross = MultiHeadAttention(cfg.emb_size, cfg.heads)
+        self.ff = FeedForward(cfg.emb_size, cfg.ff_size)
         self.subs = nn.ModuleList(Sublayer(cfg.emb_size, cfg.dropout) for _ in range(3))
 
     def forward(self, x: Tensor, self_k: Tensor, self_v: Tensor, self_mask: Tensor,
