@@ -2,7 +2,7 @@
 (`make mutants`).
 
 Every mutant changes one line of one file (default: nmt/models, nmt/search.py,
-nmt/align/*.py, nmt/evaluate.py, nmt/train.py,
+nmt/align/*.py, nmt/evaluate.py, nmt/train.py, nmt/loss.py,
 nmt/schedule.py and nmt/optim.py): an operator swap (+/-, * and /, ** -> *, & and |,
 < and <=, > and >=, == and !=, is / is not, in / not in), a numeric constant (0 -> 1,
 n -> n - 1, 1.0 -> 2.0, 2.0 -> 1.0, x -> 2x), a dropped unary call (torch.tanh(x) -> (x),
@@ -51,11 +51,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # --root replaces it (the script's own tests)
 TARGETS = ["nmt/models/*.py", "nmt/search.py", "nmt/align/*.py", "nmt/evaluate.py",
-           "nmt/train.py", "nmt/schedule.py", "nmt/optim.py"]
+           "nmt/train.py", "nmt/loss.py", "nmt/schedule.py", "nmt/optim.py"]
 # The summary's areas: label -> path prefixes (a path outside them is its own area).
 AREAS = {"nmt/models": ("nmt/models/",), "nmt/search.py": ("nmt/search.py",),
          "nmt/evaluate.py": ("nmt/evaluate.py",), "nmt/align": ("nmt/align/",),
-         "nmt/train.py": ("nmt/train.py",),
+         "nmt/train.py": ("nmt/train.py", "nmt/loss.py"),
          "nmt/schedule.py, optim.py": ("nmt/schedule.py", "nmt/optim.py")}
 EQUATIONS = ["tests/test_equations_rnn.py", "tests/test_equations_luong.py",
              "tests/test_equations_transformer.py"]
@@ -117,10 +117,13 @@ TESTS = {
                         "tests/test_api.py::test_average_writes_the_element_wise_mean_of_the_"
                         "last_n"],
     "nmt/train.py": TRAINING,
+    "nmt/loss.py": ["tests/test_loss.py", "tests/test_promises_train.py"],
     "nmt/schedule.py": ["tests/test_schedule.py", TRAIN + "resume_reaches_the_same_parameters",
                         TRAIN + "every_family_learns_the_synthetic_corpus[transformer]"],
     "nmt/optim.py": ["tests/test_schedule.py", TRAIN + "the_optimiser_takes_the_models_"
                      "parameter_groups_in_training_and_adapt",
+                     TRAIN + "the_optimiser_is_torchs_fused_adam_with_the_same_update_as_the_"
+                     "default",
                      TRAIN + "resume_reaches_the_same_parameters"],
 }
 BINOPS = {ast.Add: ("+", "-"), ast.Sub: ("-", "+"), ast.Mult: ("*", "/"),
