@@ -6,8 +6,8 @@ distribution is `q = (1 - eps) * onehot(y) + eps / V` (Szegedy et al. 2016, as t
 defines it) and the loss `-sum_i sum_c q_ic log p_ic`. Its gradient with respect to the
 logits is `p - q`, which the backward pass writes straight into one (N, V) tensor.
 torch's own composition takes the smoothing term's gradient and the NLL's gradient as
-two (N, V) tensors, zero-fills one, adds them and then runs log-softmax's backward: over
-an 8k vocabulary that was a tenth of a Transformer's training step on the CPU
+two (N, V) tensors, zero-fills one, adds them and then runs log-softmax's backward, which
+over an 8k vocabulary is a measurable share of a training step on the CPU
 (docs/experiments/2026-12-02-faster-step.md).
 """
 
