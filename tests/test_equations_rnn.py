@@ -78,7 +78,7 @@ def test_bahdanau_step_attends_with_the_previous_state():
         close(attn[b, 0, 0, :n], weights)
         assert (attn[b, 0, 0, n:] == 0).all()
         close(new["h"][b, 0], s_t)
-        close(feat[b], readout)
+        close(model.read(feat)[b], readout)  # the readout runs in `logits`
     # attending with the new state s_t instead would give other weights
     wrong = _bahdanau_expected(model, enc, a(new["h"][:, 0]), prev)
     far(wrong[0][0], a(attn[0, 0, 0, :5]))
@@ -122,7 +122,7 @@ def test_fixed_context_vector_and_its_use_at_every_step():
         s1 = gru(model.cell.cells[0], np.concatenate([y, c]), h0)
         close(new["h"][b, 0], s1)
         pre = a(model.readout.weight) @ np.concatenate([s1, y, c]) + a(model.readout.bias)
-        close(feat[b], maxout(pre))
+        close(model.read(feat)[b], maxout(pre))
 
 
 @pytest.mark.parametrize("readout", ["maxout", "tanh"])
@@ -136,13 +136,13 @@ def test_readout_maxout_over_pairs_or_tanh(readout):
         fill(model.readout.weight, [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
         fill(model.readout.bias, [0.0, 0.5, 0.0, -3.0])
         x = torch.tensor([[2.0, 1.0, -1.0, 1.0]])  # t~ = (2, 1.5, -1, -2)
-        close(model._read(x[:, :1], x[:, 1:3], x[:, 3:]), [[2.0, -1.0]])
+        close(model.read(x), [[2.0, -1.0]])
     else:
         assert model.readout.out_features == 2
         fill(model.readout.weight, [[1, 0, 0, 0], [0, 0, 0, 1]])
         fill(model.readout.bias, [0.0, 0.5])
         x = torch.tensor([[2.0, 1.0, -1.0, 1.0]])  # t~ = (2, 1.5)
-        close(model._read(x[:, :1], x[:, 1:3], x[:, 3:]), [[math.tanh(2.0), math.tanh(1.5)]])
+        close(model.read(x), [[math.tanh(2.0), math.tanh(1.5)]])
 
 
 def _config(**model):

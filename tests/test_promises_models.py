@@ -59,6 +59,29 @@ def test_forward_with_select_gives_the_selected_positions_only(name):
     torch.testing.assert_close(picked, logits[select], atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("name", ["fixed_context", "bahdanau", "luong_local_p"])
+def test_rnn_teacher_forcing_embeds_the_target_once_and_reads_out_the_selected_rows(name):
+    """nmt.models.base:RNNSeq2Seq — teacher forcing embeds the whole target once, so the
+    step loop neither looks up nor drops out; nmt.models.rnn:_RNNModel.logits — the
+    readout (Cho, Bahdanau) runs after the loop, over the selected positions only."""
+    model = tiny_model(name).train()
+    src, tgt = random_batch()
+    calls = {"embed": [], "readout": [], "drop": 0}
+    model.tgt_embed.register_forward_hook(
+        lambda m, args, out: calls["embed"].append(tuple(args[0].shape)))
+    if model.readout is not None:
+        model.readout.register_forward_hook(
+            lambda m, args, out: calls["readout"].append(args[0].shape[0]))
+    select = tgt != PAD
+    select[0, 1] = False
+    model(src, tgt, select=select)
+    # the encoder shares the tied joint embedding: its one call is the source's
+    assert calls["embed"].count(tuple(tgt.shape)) == 1
+    assert [shape for shape in calls["embed"] if shape != tuple(src.shape)] == [tuple(tgt.shape)]
+    if model.readout is not None:
+        assert calls["readout"] == [int(select.sum())]
+
+
 def test_forward_sums_the_auxiliary_loss_over_the_chosen_positions():
     """nmt.models.base:Seq2Seq.forward — the auxiliary loss is "summed over the real target
     positions" (tgt_in != PAD), or over `select` when given."""

@@ -134,17 +134,37 @@ class Seq2Seq(nn.Module):
 
 
 class RNNSeq2Seq(Seq2Seq):
-    """Shared teacher forcing for step-wise RNN decoders: it loops over `step_features`,
+    """Shared teacher forcing for step-wise RNN decoders: it loops over `step_embedded`,
     so training, forced alignment and search run exactly the same decoder code. A step
     may return its auxiliary loss terms (B,) in the new state under "aux"; they are taken
-    out of the state and stacked into (B, T)."""
+    out of the state and stacked into (B, T).
+
+    A step's input is split in two: `embed_target(ids)` (the previous word's embedding,
+    dropout included), which does not depend on the recurrence, and `step_embedded(emb,
+    state, enc)`, the rest of the step. Teacher forcing embeds the whole target once,
+    so the loop neither looks up nor drops out, and the embedding's gradient is one
+    tensor rather than one per step; search embeds one word per step."""
+
+    def embed_target(self, ids: Tensor) -> Tensor:
+        """The decoder's input embeddings of `ids`, (B,) -> (B, E) or (B, T) -> (B, T, E)."""
+        raise NotImplementedError
+
+    def step_embedded(self, emb: Tensor, state: State, enc: State
+                      ) -> tuple[Tensor, State, Tensor | None]:
+        """`step_features` from the previous word's embedding `emb` (B, E)."""
+        raise NotImplementedError
+
+    def step_features(self, prev: Tensor, state: State, enc: State
+                      ) -> tuple[Tensor, State, Tensor | None]:
+        return self.step_embedded(self.embed_target(prev), state, enc)
 
     def decode_with_aux(self, enc: State, tgt_in: Tensor, need_attn: bool = False
                         ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         state = self.init_state(enc)
+        embedded = self.embed_target(tgt_in)  # (B, T, E)
         features, attns, aux = [], [], []
         for t in range(tgt_in.size(1)):
-            feat, state, attn = self.step_features(tgt_in[:, t], state, enc)
+            feat, state, attn = self.step_embedded(embedded[:, t], state, enc)
             features.append(feat)
             if "aux" in state:
                 aux.append(state.pop("aux"))

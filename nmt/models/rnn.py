@@ -112,18 +112,31 @@ class _RNNModel(RNNSeq2Seq):
     def embed_source(self, src: Tensor) -> Tensor:
         return self.encoder.embed(src)  # (B, S, E)
 
+    def embed_target(self, ids: Tensor) -> Tensor:
+        return self.drop(self.tgt_embed(ids))  # y_{t-1}: (B, E) or (B, T, E)
+
     def _initial_hidden(self, source: Tensor) -> Tensor:
         """s_0 = tanh(W_s source) for every decoder layer: (B, L, H)."""
         h0 = torch.tanh(self.bridge(source))
         return h0.view(source.size(0), self.cfg.dec_layers, self.cfg.hidden_size)
 
-    def _read(self, *parts: Tensor) -> Tensor:
-        """Deep output of embedding size E, fed to the softmax layer: t~ = W_o [parts] + b,
-        maxout t_j = max(t~_{2j-1}, t~_{2j}) (Cho 2014 eq. 12; Bahdanau 2015 A.2.2), or tanh(t~)."""
-        pre = self.readout(torch.cat(parts, dim=-1))  # (B, 2E) maxout, (B, E) tanh
+    def read(self, features: Tensor) -> Tensor:
+        """Deep output of embedding size E, fed to the softmax layer: t~ = W_o x + b over a
+        step's features x (for Cho and Bahdanau [s_t; y_{t-1}; c]), maxout t_j =
+        max(t~_{2j-1}, t~_{2j}) (Cho 2014 eq. 12; Bahdanau 2015 A.2.2), or tanh(t~); the
+        features themselves without a readout layer (Luong's h~_t)."""
+        if self.readout is None:
+            return features
+        pre = self.readout(features)  # (..., 2E) maxout, (..., E) tanh
         if self.cfg.readout == "maxout":
             return self.drop(pre.view(*pre.shape[:-1], -1, 2).amax(-1))
         return self.drop(torch.tanh(pre))
+
+    def logits(self, features: Tensor) -> Tensor:
+        """The readout does not feed the recurrence, so it runs here, after the step loop:
+        in training once over the real target positions (Seq2Seq.forward's `select`),
+        not once per step over every row."""
+        return self.out(self.read(features))
 
 
 class FixedContext(_RNNModel):
@@ -148,10 +161,9 @@ class FixedContext(_RNNModel):
     def init_state(self, enc: State) -> State:
         return self.cell.initial(self._initial_hidden(enc["context"]))
 
-    def step_features(self, prev: Tensor, state: State, enc: State):
-        emb = self.drop(self.tgt_embed(prev))
+    def step_embedded(self, emb: Tensor, state: State, enc: State):
         out, state = self.cell(torch.cat([emb, enc["context"]], -1), state)
-        return self._read(out, emb, enc["context"]), state, None
+        return torch.cat([out, emb, enc["context"]], -1), state, None  # read by `logits`
 
 
 class Bahdanau(_RNNModel):
@@ -177,14 +189,13 @@ class Bahdanau(_RNNModel):
     def init_state(self, enc: State) -> State:
         return self.cell.initial(self._initial_hidden(enc["init"]))
 
-    def step_features(self, prev: Tensor, state: State, enc: State):
+    def step_embedded(self, emb: Tensor, state: State, enc: State):
         query = state["h"][:, -1:]  # s_{t-1}, top layer: (B, 1, H)
         scores = self.score(query, enc["keys"])  # (B, 1, S)
         context, weights = attend(scores, enc["states"], enc["mask"].unsqueeze(1))
         context = context.squeeze(1)
-        emb = self.drop(self.tgt_embed(prev))
         out, state = self.cell(torch.cat([emb, context], -1), state)
-        return self._read(out, emb, context), state, weights[:, None, None, 0]
+        return torch.cat([out, emb, context], -1), state, weights[:, None, None, 0]
 
 
 class Luong(_RNNModel):
@@ -241,8 +252,7 @@ class Luong(_RNNModel):
         if self.local is not None:
             self.local.at_step(step)
 
-    def step_features(self, prev: Tensor, state: State, enc: State):
-        emb = self.drop(self.tgt_embed(prev))
+    def step_embedded(self, emb: Tensor, state: State, enc: State):
         inputs = torch.cat([emb, state["feed"]], -1) if self.cfg.input_feeding else emb
         t = state["t"]
         h, new = self.cell(inputs, {k: v for k, v in state.items() if k in ("h", "c")})
