@@ -63,9 +63,10 @@ def train_rates(model, cfg, src: list, tgt: list, steps: int, compiled: bool = F
     from flops import gemm_peak, step_flops
 
     from nmt.data.batching import iterate_batches, token_batches
+    from nmt.optim import build_optimizer
     from nmt.train import loss_fn
 
-    optim = torch.optim.Adam(model.parameters(), lr=1e-4)
+    optim = build_optimizer(model, 1e-4)  # the trainer's optimiser (fused Adam), its clipping
     lengths = [(len(s), len(t)) for s, t in zip(src, tgt)]
     batches = token_batches(lengths, cfg.train.batch_tokens, seed=1)[: steps + 3]
     model.train()
@@ -87,7 +88,8 @@ def train_rates(model, cfg, src: list, tgt: list, steps: int, compiled: bool = F
             optim.zero_grad(set_to_none=True)
         tick = time.perf_counter()
         forward_backward(batch)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if cfg.train.clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.clip)
         optim.step()
         optim.zero_grad(set_to_none=True)
         if i >= 3:
