@@ -66,7 +66,7 @@ def test_rnn_teacher_forcing_embeds_the_target_once_and_reads_out_the_selected_r
     readout (Cho, Bahdanau) runs after the loop, over the selected positions only."""
     model = tiny_model(name).train()
     src, tgt = random_batch()
-    calls = {"embed": [], "readout": [], "drop": 0}
+    calls = {"embed": [], "readout": []}
     model.tgt_embed.register_forward_hook(
         lambda m, args, out: calls["embed"].append(tuple(args[0].shape)))
     if model.readout is not None:
@@ -76,7 +76,6 @@ def test_rnn_teacher_forcing_embeds_the_target_once_and_reads_out_the_selected_r
     select[0, 1] = False
     model(src, tgt, select=select)
     # the encoder shares the tied joint embedding: its one call is the source's
-    assert calls["embed"].count(tuple(tgt.shape)) == 1
     assert [shape for shape in calls["embed"] if shape != tuple(src.shape)] == [tuple(tgt.shape)]
     if model.readout is not None:
         assert calls["readout"] == [int(select.sum())]
