@@ -47,10 +47,12 @@ def step_flops(step) -> tuple[int, Counter]:
     return counter.get_total_flops(), shapes.flops
 
 
-def gemm_rate(m: int, k: int, n: int, windows: int = 5, seconds: float = 0.05) -> float:
-    """FLOP/s of fp32 `torch.mm` of (m, k) by (k, n): the best of `windows` timing windows
-    of at least `seconds` each (the best window is the one least disturbed by others)."""
-    a, b = torch.randn(m, k), torch.randn(k, n)
+def gemm_rate(m: int, k: int, n: int, windows: int = 5, seconds: float = 0.05,
+              dtype: torch.dtype = torch.float32) -> float:
+    """FLOP/s of `torch.mm` of (m, k) by (k, n) in `dtype` (fp32 unless told): the best of
+    `windows` timing windows of at least `seconds` each (the best window is the one least
+    disturbed by others)."""
+    a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
     torch.mm(a, b)  # warm-up
     best = 0.0
     for _ in range(windows):
@@ -62,8 +64,9 @@ def gemm_rate(m: int, k: int, n: int, windows: int = 5, seconds: float = 0.05) -
     return best
 
 
-def gemm_peak(shapes: Counter, top: int = 6) -> tuple[float, tuple[int, int, int]]:
-    """The best `gemm_rate` among the `top` shapes that carry the most FLOPs."""
-    rates = {shape: gemm_rate(*shape) for shape, _ in shapes.most_common(top)}
+def gemm_peak(shapes: Counter, top: int = 6, dtype: torch.dtype = torch.float32
+              ) -> tuple[float, tuple[int, int, int]]:
+    """The best `gemm_rate` (in `dtype`) among the `top` shapes that carry the most FLOPs."""
+    rates = {shape: gemm_rate(*shape, dtype=dtype) for shape, _ in shapes.most_common(top)}
     best = max(rates, key=rates.get)
     return rates[best], best

@@ -26,7 +26,7 @@ FAMILIES = ["transformer", "bahdanau", "luong_general", "luong_local_p", "fixed_
 
 
 def measure(family: str, steps: int, sentences: int, threads: int, runs_dir: Path,
-            compiled: bool = False) -> dict:
+            compiled: bool = False, precision: str | None = None) -> dict:
     import torch
 
     from nmt.config import load_config
@@ -35,7 +35,8 @@ def measure(family: str, steps: int, sentences: int, threads: int, runs_dir: Pat
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    cfg = load_config(ROOT / "configs" / "multi30k" / f"{family}.yaml")
+    cfg = load_config(ROOT / "configs" / "multi30k" / f"{family}.yaml",
+                      [f"train.precision={precision}"] if precision else [])
     vocab_dir = prepare_vocab(cfg)
     vocab = Vocab.from_dir(vocab_dir)
     src, tgt = encode_split(cfg, vocab_dir, cfg.data.train)
@@ -56,12 +57,15 @@ def measure(family: str, steps: int, sentences: int, threads: int, runs_dir: Pat
 
 def train_rates(model, cfg, src: list, tgt: list, steps: int, compiled: bool = False) -> dict:
     """Target tokens/s and FLOP/s over `steps` timed training steps (after 3 warm-up
-    steps); each timed batch's FLOPs are counted in a separate, untimed pass of the plain
-    module. `compiled`: the timed steps run torch.compile(model, dynamic=True) (as
+    steps) in the trainer's precision (cfg.train.precision, autocast as the trainer does);
+    each timed batch's FLOPs are counted in a separate, untimed pass of the plain module.
+    The fp32 GEMM peak is measured at the step's own shapes, and for a bf16 step the bf16
+    peak too. `compiled`: the timed steps run torch.compile(model, dynamic=True) (as
     train.compile does), and warmup_s reports the warm-up steps' seconds (the compile)."""
     import torch
     from flops import gemm_peak, step_flops
 
+    from nmt import distributed as dist
     from nmt.data.batching import iterate_batches, token_batches
     from nmt.optim import build_optimizer
     from nmt.train import loss_fn
@@ -75,8 +79,13 @@ def train_rates(model, cfg, src: list, tgt: list, steps: int, compiled: bool = F
     run = torch.compile(model, dynamic=True) if compiled else model
     warmup = time.perf_counter()
 
+    cpu = torch.device("cpu")
+    dtype = dist.training_dtype(cpu, cfg.train.precision)
+
     def forward_backward(batch, module=run):
-        (loss_fn(module, batch, cfg.train.label_smoothing) / batch.n_tokens).backward()
+        with dist.autocast(cpu, cfg.train.precision):
+            loss = loss_fn(module, batch, cfg.train.label_smoothing)
+        (loss / batch.n_tokens).backward()
 
     for i, batch in enumerate(iterate_batches(src, tgt, batches)):
         if i == 3:
@@ -96,8 +105,9 @@ def train_rates(model, cfg, src: list, tgt: list, steps: int, compiled: bool = F
             seconds += time.perf_counter() - tick
             tokens += batch.n_tokens
     peak, shape = gemm_peak(shapes)
+    own = gemm_peak(shapes, dtype=dtype)[0] if dtype != torch.float32 else peak
     return {"train_tok_s": tokens / seconds, "train_flop_s": flops / seconds,
-            "warmup_s": warmup,
+            "warmup_s": warmup, "precision": str(dtype)[6:], "own_peak": own,
             "gemm_peak": peak, "gemm_shape": list(shape), "flops_per_tok": flops / tokens}
 
 
@@ -125,29 +135,34 @@ def main() -> None:
                              "at random lengths, which makes decoding speed meaningless)")
     parser.add_argument("--compile", action="store_true",
                         help="time the training steps under torch.compile (train.compile)")
+    parser.add_argument("--precision", choices=["auto", "fp32", "bf16"],
+                        help="train.precision for the timed steps (default: each config's)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(measure(args.one, args.steps, args.sentences, args.threads,
-                                 args.runs, args.compile)))
+                                 args.runs, args.compile, args.precision)))
         return
     print(conditions(args))
-    print("| family | parameters | train tgt tok/s | train GFLOP/s | fp32 GEMM peak GFLOP/s "
-          "(m×k×n) | fraction of peak | warm-up s | greedy sent/s | beam-5 sent/s | peak MiB "
-          "| decoded by |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| family | parameters | precision | train tgt tok/s | train GFLOP/s | fp32 GEMM peak "
+          "GFLOP/s (m×k×n) | fraction of fp32 peak | its precision's peak GFLOP/s | fraction "
+          "of that | warm-up s | greedy sent/s | beam-5 sent/s | peak MiB | decoded by |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     untrained = []
     for family in args.families:
         out = subprocess.run([sys.executable, __file__, "--one", family, "--steps",
                               str(args.steps), "--sentences", str(args.sentences),
                               "--threads", str(args.threads), "--runs", str(args.runs)]
-                             + (["--compile"] if args.compile else []),
+                             + (["--compile"] if args.compile else [])
+                             + (["--precision", args.precision] if args.precision else []),
                              capture_output=True, text=True, cwd=ROOT, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         shape = "×".join(map(str, r["gemm_shape"]))
-        print(f"| {family} | {r['params'] / 1e6:.1f} M | {r['train_tok_s']:,.0f} | "
+        print(f"| {family} | {r['params'] / 1e6:.1f} M | {r['precision']} | "
+              f"{r['train_tok_s']:,.0f} | "
               f"{r['train_flop_s'] / 1e9:.1f} | {r['gemm_peak'] / 1e9:.1f} ({shape}) | "
-              f"{r['train_flop_s'] / r['gemm_peak']:.1%} | {r['warmup_s']:.1f} | "
+              f"{r['train_flop_s'] / r['gemm_peak']:.1%} | {r['own_peak'] / 1e9:.1f} | "
+              f"{r['train_flop_s'] / r['own_peak']:.1%} | {r['warmup_s']:.1f} | "
               f"{r['greedy_sent_s']:.1f} | "
               f"{r['beam5_sent_s']:.1f} | {r['peak_mib']:,.0f} | {r['decoded_by']} model |",
               flush=True)

@@ -46,10 +46,31 @@ def device() -> torch.device:
     return torch.device("cpu")
 
 
-def autocast(dev: torch.device):
-    """bf16 autocast on GPUs that support it; a no-op on CPU."""
-    if dev.type == "cuda" and torch.cuda.is_bf16_supported():
-        return torch.autocast("cuda", dtype=torch.bfloat16)
+def native_bf16(dev: torch.device) -> bool:
+    """Whether `dev` multiplies bf16 matrices natively: a GPU with bf16 support, or a CPU
+    with AVX512-BF16 or AMX tiles (oneDNN's bf16 kernels; elsewhere bf16 is emulated and
+    slower than fp32)."""
+    if dev.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    cpu = getattr(torch, "cpu", None)
+    return any(getattr(cpu, probe, lambda: False)()
+               for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
+
+
+def training_dtype(dev: torch.device, precision: str) -> torch.dtype:
+    """The matrix-product dtype of a training step: `precision` fp32 or bf16, or auto
+    (bf16 where `native_bf16`, else fp32)."""
+    if precision == "auto":
+        return torch.bfloat16 if native_bf16(dev) else torch.float32
+    return torch.bfloat16 if precision == "bf16" else torch.float32
+
+
+def autocast(dev: torch.device, precision: str = "auto"):
+    """The training step's mixed precision: bf16 autocast (weights, optimiser and loss stay
+    float32) when `training_dtype` is bf16, else a no-op. Validation and decoding run
+    outside it, in float32."""
+    if training_dtype(dev, precision) == torch.bfloat16:
+        return torch.autocast(dev.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 

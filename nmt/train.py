@@ -202,7 +202,7 @@ class Trainer:
         self.model.at_step(self.progress.step + 1)
         set_lr(self.optim, self.schedule.lr(self.progress.step + 1, used))
         n_tokens = dist.all_sum(batch.n_tokens)
-        with dist.autocast(self.device):
+        with dist.autocast(self.device, self.cfg.train.precision):
             loss = loss_fn(self.ddp, batch.to(self.device), self.cfg.train.label_smoothing,
                            self.cfg.guided)
         if not torch.isfinite(loss):
@@ -263,7 +263,8 @@ class Trainer:
         record = {"kind": "data", "pairs": d.pairs, "kept": d.kept,
                   "examples": len(d.train_idx),
                   **({"unguided": d.unguided} if d.train_guides is not None else {}),
-                  "src_vocab": d.vocab.src_size, "tgt_vocab": d.vocab.tgt_size}
+                  "src_vocab": d.vocab.src_size, "tgt_vocab": d.vocab.tgt_size,
+                  "precision": str(dist.training_dtype(self.device, c.train.precision))[6:]}
         self.log(record)
         dropped = record["pairs"] - record["kept"]
         self.say(f"data: {record['kept']:,} of {record['pairs']:,} training pairs"
@@ -272,7 +273,8 @@ class Trainer:
                  + (f", joined into {record['examples']:,} examples of 1 to "
                     f"{c.data.concat} pairs (data.concat)" if c.data.concat > 1 else "")
                  + f"; vocabulary {d.vocab.src_size:,}/{d.vocab.tgt_size:,} pieces "
-                 f"(vocab.size={c.vocab.size})" + (f"; {d.unguided:,} pairs' teacher links do "
+                 f"(vocab.size={c.vocab.size}); {record['precision']} matrix products "
+                 f"(train.precision={c.train.precision})" + (f"; {d.unguided:,} pairs' teacher links do "
                  "not fit their words: trained without guidance" if d.unguided else ""))
         with StopRequest() as stop, self.display, self.board:
             reason = self._loop(stop)

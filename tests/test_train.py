@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from nmt.config import config_from_dict, config_to_dict
-from nmt.data.batching import collate, join_pairs
+from nmt.data.batching import collate, iterate_batches, join_pairs
 from nmt.data.corpora import SYNTH_PAIR
 from nmt.evaluate import bleu_chrf
 from nmt.rundir import load_run
@@ -294,3 +294,50 @@ def test_train_compile_runs_the_training_pass_compiled_and_keeps_plain_checkpoin
     assert resumed.progress.step == 4
     resumed.fit()
     assert calls == {"compiled": 2, "steps": 6}
+
+
+def test_precision_auto_is_bf16_exactly_where_the_device_multiplies_bf16_natively(monkeypatch):
+    """train.precision: fp32 and bf16 are taken as written; auto is bf16 on a CPU with
+    AVX512-BF16 or AMX tiles (or a GPU with bf16) and fp32 elsewhere."""
+    from nmt import distributed as dist
+
+    cpu = torch.device("cpu")
+    assert dist.training_dtype(cpu, "fp32") == torch.float32
+    assert dist.training_dtype(cpu, "bf16") == torch.bfloat16
+    for avx512, amx, dtype in ((False, False, torch.float32), (True, False, torch.bfloat16),
+                               (False, True, torch.bfloat16)):
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda v=avx512: v)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda v=amx: v)
+        assert dist.training_dtype(cpu, "auto") == dtype
+        assert isinstance(dist.autocast(cpu, "auto"), torch.autocast) == (dtype != torch.float32)
+    assert not isinstance(dist.autocast(cpu, "fp32"), torch.autocast)
+
+
+@pytest.mark.parametrize("name", ["bahdanau", "transformer"])
+def test_a_bf16_step_multiplies_in_bf16_and_keeps_weights_gradients_and_loss_in_fp32(
+        name, data_root, tmp_path):
+    """Under train.precision=bf16 the linear layers of the training pass compute in bf16,
+    while parameters, their gradients and the loss stay float32, and the loss is the fp32
+    loss to bf16's precision; the run logs the precision it used."""
+    steps = {}
+    for precision in ("fp32", "bf16"):
+        cfg = tiny_config(data_root, tmp_path, f"{name}_{precision}", MODELS[name],
+                          max_steps=1, precision=precision)
+        trainer = Trainer(cfg, quiet=True)
+        seen = set()
+        hooks = [m.register_forward_hook(lambda m, i, o: seen.add(o.dtype))
+                 for m in trainer.model.modules() if isinstance(m, torch.nn.Linear)]
+        batch = trainer.epoch_batches(0)[0]
+        first = next(iterate_batches(trainer.data.train_src, trainer.data.train_tgt, [batch]))
+        loss = trainer.train_step(first)
+        for h in hooks:
+            h.remove()
+        steps[precision] = loss
+        assert seen == {torch.float32 if precision == "fp32" else torch.bfloat16}
+        assert all(p.dtype == torch.float32 for p in trainer.model.parameters())
+        assert all(s["exp_avg"].dtype == torch.float32 for s in trainer.optim.state.values())
+        trainer.fit()
+        record = next(r for r in trainer.run.read_metrics() if r["kind"] == "data")
+        assert record["precision"] == {"fp32": "float32", "bf16": "bfloat16"}[precision]
+    assert steps["bf16"] == pytest.approx(steps["fp32"], rel=2e-2)
+    assert steps["bf16"] != steps["fp32"]
