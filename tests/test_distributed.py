@@ -26,7 +26,10 @@ def _config(tmp_path: Path) -> Path:
         "vocab": {"size": 400},
         "model": {"family": "bahdanau", "emb_size": 32, "hidden_size": 32, "dropout": 0.0},
         "train": {"batch_tokens": 1200, "lr": 0.003, "max_steps": 6, "valid_every": 6,
-                  "valid_sentences": 10, "align_sentences": 0, "threads": 1},
+                  "valid_sentences": 10, "align_sentences": 0, "threads": 1,
+                  # fp32: half batches and whole batches sum the same gradients only to
+                  # fp32 rounding; bf16 products round each half on its own
+                  "precision": "fp32"},
         "decode": {"beam": 1},
     }
     path = tmp_path / "ddp.yaml"
