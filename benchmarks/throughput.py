@@ -107,7 +107,7 @@ def train_rates(model, cfg, src: list, tgt: list, steps: int, compiled: bool = F
     peak, shape = gemm_peak(shapes)
     own = gemm_peak(shapes, dtype=dtype)[0] if dtype != torch.float32 else peak
     return {"train_tok_s": tokens / seconds, "train_flop_s": flops / seconds,
-            "warmup_s": warmup, "precision": str(dtype)[6:], "own_peak": own,
+            "warmup_s": warmup, "precision": dist.precision_name(cpu, cfg.train.precision), "own_peak": own,
             "gemm_peak": peak, "gemm_shape": list(shape), "flops_per_tok": flops / tokens}
 
 

@@ -65,6 +65,11 @@ def training_dtype(dev: torch.device, precision: str) -> torch.dtype:
     return torch.bfloat16 if precision == "bf16" else torch.float32
 
 
+def precision_name(dev: torch.device, precision: str) -> str:
+    """`training_dtype` as train.precision spells it: "bf16" or "fp32"."""
+    return "bf16" if training_dtype(dev, precision) == torch.bfloat16 else "fp32"
+
+
 def autocast(dev: torch.device, precision: str = "auto"):
     """The training step's mixed precision: bf16 autocast (weights, optimiser and loss stay
     float32) when `training_dtype` is bf16, else a no-op. Validation and decoding run

@@ -264,7 +264,7 @@ class Trainer:
                   "examples": len(d.train_idx),
                   **({"unguided": d.unguided} if d.train_guides is not None else {}),
                   "src_vocab": d.vocab.src_size, "tgt_vocab": d.vocab.tgt_size,
-                  "precision": str(dist.training_dtype(self.device, c.train.precision))[6:]}
+                  "precision": dist.precision_name(self.device, c.train.precision)}
         self.log(record)
         dropped = record["pairs"] - record["kept"]
         self.say(f"data: {record['kept']:,} of {record['pairs']:,} training pairs"
@@ -274,8 +274,9 @@ class Trainer:
                     f"{c.data.concat} pairs (data.concat)" if c.data.concat > 1 else "")
                  + f"; vocabulary {d.vocab.src_size:,}/{d.vocab.tgt_size:,} pieces "
                  f"(vocab.size={c.vocab.size}); {record['precision']} matrix products "
-                 f"(train.precision={c.train.precision})" + (f"; {d.unguided:,} pairs' teacher links do "
-                 "not fit their words: trained without guidance" if d.unguided else ""))
+                 f"(train.precision={c.train.precision})"
+                 + (f"; {d.unguided:,} pairs' teacher links do not fit their words: "
+                    "trained without guidance" if d.unguided else ""))
         with StopRequest() as stop, self.display, self.board:
             reason = self._loop(stop)
         if reason == "signal":

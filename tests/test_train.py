@@ -338,6 +338,6 @@ def test_a_bf16_step_multiplies_in_bf16_and_keeps_weights_gradients_and_loss_in_
         assert all(s["exp_avg"].dtype == torch.float32 for s in trainer.optim.state.values())
         trainer.fit()
         record = next(r for r in trainer.run.read_metrics() if r["kind"] == "data")
-        assert record["precision"] == {"fp32": "float32", "bf16": "bfloat16"}[precision]
+        assert record["precision"] == precision
     assert steps["bf16"] == pytest.approx(steps["fp32"], rel=2e-2)
     assert steps["bf16"] != steps["fp32"]
