@@ -80,10 +80,10 @@ def train_rates(model, cfg, src: list, tgt: list, steps: int, compiled: bool = F
     warmup = time.perf_counter()
 
     cpu = torch.device("cpu")
-    dtype = dist.training_dtype(cpu, cfg.train.precision)
+    precision = dist.precision_name(cpu, cfg.train.precision)  # resolved once, as the trainer
 
     def forward_backward(batch, module=run):
-        with dist.autocast(cpu, cfg.train.precision):
+        with dist.autocast(cpu, precision):
             loss = loss_fn(module, batch, cfg.train.label_smoothing)
         (loss / batch.n_tokens).backward()
 
@@ -105,9 +105,9 @@ def train_rates(model, cfg, src: list, tgt: list, steps: int, compiled: bool = F
             seconds += time.perf_counter() - tick
             tokens += batch.n_tokens
     peak, shape = gemm_peak(shapes)
-    own = gemm_peak(shapes, dtype=dtype)[0] if dtype != torch.float32 else peak
+    own = gemm_peak(shapes, dtype=torch.bfloat16)[0] if precision == "bf16" else peak
     return {"train_tok_s": tokens / seconds, "train_flop_s": flops / seconds,
-            "warmup_s": warmup, "precision": dist.precision_name(cpu, cfg.train.precision), "own_peak": own,
+            "warmup_s": warmup, "precision": precision, "own_peak": own,
             "gemm_peak": peak, "gemm_shape": list(shape), "flops_per_tok": flops / tokens}
 
 

@@ -103,6 +103,7 @@ class Trainer:
         self.data = load_data(cfg)
         v = self.data.vocab
         self.device = dist.device()
+        self.precision = dist.precision_name(self.device, cfg.train.precision)  # bf16 | fp32
         self.model = build_model(cfg.model, v.src_size, v.tgt_size, v.joint,
                                  cfg.local).to(self.device)
         self.ddp = dist.wrap(self.model)
@@ -202,7 +203,7 @@ class Trainer:
         self.model.at_step(self.progress.step + 1)
         set_lr(self.optim, self.schedule.lr(self.progress.step + 1, used))
         n_tokens = dist.all_sum(batch.n_tokens)
-        with dist.autocast(self.device, self.cfg.train.precision):
+        with dist.autocast(self.device, self.precision):
             loss = loss_fn(self.ddp, batch.to(self.device), self.cfg.train.label_smoothing,
                            self.cfg.guided)
         if not torch.isfinite(loss):
@@ -264,7 +265,7 @@ class Trainer:
                   "examples": len(d.train_idx),
                   **({"unguided": d.unguided} if d.train_guides is not None else {}),
                   "src_vocab": d.vocab.src_size, "tgt_vocab": d.vocab.tgt_size,
-                  "precision": dist.precision_name(self.device, c.train.precision)}
+                  "precision": self.precision}
         self.log(record)
         dropped = record["pairs"] - record["kept"]
         self.say(f"data: {record['kept']:,} of {record['pairs']:,} training pairs"

@@ -317,8 +317,8 @@ def test_precision_auto_is_bf16_exactly_where_the_device_multiplies_bf16_nativel
 def test_a_bf16_step_multiplies_in_bf16_and_keeps_weights_gradients_and_loss_in_fp32(
         name, data_root, tmp_path):
     """Under train.precision=bf16 the linear layers of the training pass compute in bf16,
-    while parameters, their gradients and the loss stay float32, and the loss is the fp32
-    loss to bf16's precision; the run logs the precision it used."""
+    while parameters, Adam's moments (built from the gradients) and the loss stay float32,
+    and the loss is the fp32 loss to bf16's precision; the run logs the precision it used."""
     steps = {}
     for precision in ("fp32", "bf16"):
         cfg = tiny_config(data_root, tmp_path, f"{name}_{precision}", MODELS[name],
