@@ -54,7 +54,7 @@ bench-align: $(STAMP)
 mutants: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python scripts/mutants.py $(ARGS)
 
-# The config reference in docs/configuration.md, from nmt/config.py's dataclasses and comments
+# The config reference in docs/configuration.md, from nmt/core/config.py's dataclasses and comments
 # (`python scripts/config_reference.py --check` says whether it is stale; a test checks it).
 docs: $(STAMP)
 	$(BIN)/python scripts/config_reference.py

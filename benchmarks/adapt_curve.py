@@ -6,7 +6,7 @@ Settings are chosen on a *development* prefix of the gold (the first 100 of the 
 and the remaining 347 pairs are reported beside it, so a choice can be checked on pairs
 it was not chosen on. Both models are fine-tuned on all 447 pairs (no gold is used for
 that: adapting trains on the text being aligned, as `nmt align --adapt` does) by
-`nmt.align.adapt.adapting`, the generator behind `--adapt`, and read after each checkpoint.
+`nmt.training.adapt.adapting`, the generator behind `--adapt`, and read after each checkpoint.
 
 Each step count's records are saved (reports/bench-align/adapt_<family>/steps<N>/), so
 `--ensemble bahdanau transformer` can then pool two families' saved maps per direction
@@ -45,7 +45,7 @@ def link_sets(forward: list, flipped: list) -> dict[str, list]:
     direction's records flipped into the forward order (`nmt align`'s own
     `symmetrized_records`)."""
     from nmt.align.bidirectional import symmetrized_records
-    from nmt.align.symmetrize import AGREEMENT, DEFAULT_AGREEMENT
+    from nmt.data.symmetrize import AGREEMENT, DEFAULT_AGREEMENT
 
     def links(heuristic: str, threshold: float = DEFAULT_AGREEMENT) -> list[set]:
         return [set(r.links) for r in symmetrized_records(forward, flipped, heuristic, {},
@@ -73,8 +73,8 @@ def main() -> None:
 
     import torch
 
-    from nmt.align.adapt import DEFAULT_LR
-    from nmt.align.io import read_gold
+    from nmt.data.links import read_gold
+    from nmt.training.adapt import DEFAULT_LR
 
     torch.set_num_threads(args.threads)
     gold = read_gold(args.gold_dir / "hansards.en-fr.gold", one_based=True)
@@ -89,10 +89,11 @@ def main() -> None:
 def adapt_curve(args, gold: list, lr: float) -> list[dict]:
     """Adapt both directions of one family, reading and saving their records at each
     step count."""
-    from nmt.align.adapt import adapting
     from nmt.align.bidirectional import flip_record
-    from nmt.align.io import read_pairs, save_alignments
-    from nmt.rundir import load_run
+    from nmt.align.io import save_alignments
+    from nmt.data.links import read_pairs
+    from nmt.models.runs import load_run
+    from nmt.training.adapt import adapting
 
     sources, targets = read_pairs(args.gold_dir / "hansards.en-fr")
     sides = []

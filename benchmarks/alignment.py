@@ -3,7 +3,7 @@ seconds for family x method (attention, saliency) x (single direction / symmetri
 (adapted or not), on the synthetic test set and on the 447 human-aligned Hansards en-fr
 sentences, beside the diagonal baseline and the statistical aligner (eflomal).
 
-Every number comes from `nmt align`'s own code (`nmt.align.export.align_runs`, the eflomal
+Every number comes from `nmt align`'s own code (`nmt.report.align.align_runs`, the eflomal
 extra in `nmt.align.statistical`, AER from `nmt.align.metrics`). It reads existing runs and
 skips missing ones with a line saying how to train them:
     synthetic:  runs/synth/<family> and runs/synth/<family>_tgt-src
@@ -120,7 +120,7 @@ def score_rows(dataset: str, family: str, adapt: int, summary: dict) -> list[dic
 
 def run_family(data: dict, family: str, fwd: Path, rev: Path, args, out: Path) -> list[dict]:
     """Every method x (single, symmetrised) x (adapted or not) of one family's runs."""
-    from nmt.align.export import AlignOptions, align_runs
+    from nmt.report.align import AlignOptions, align_runs
 
     reverse = [rev] if trained(rev) else []
     rows = []
@@ -147,9 +147,9 @@ def ensemble_rows(data: dict, families: list[tuple[str, Path, Path]], args, out:
     """`nmt align --ensemble` on the families' saved records (both directions trained):
     the mean map per direction, symmetrised, scored like every other row."""
     from nmt.align.bidirectional import mean_records, symmetrized_records
-    from nmt.align.export import row_name
     from nmt.align.io import load_alignments, load_gold
     from nmt.align.metrics import alignment_error_rate
+    from nmt.report.align import row_name
 
     rows = []
     if len(families) < 2:
@@ -179,12 +179,12 @@ def ensemble_rows(data: dict, families: list[tuple[str, Path, Path]], args, out:
 
 def baseline_rows(data: dict, args) -> list[dict]:
     """The diagonal and (with the extra) eflomal on the same pairs, by the same AER code."""
-    from nmt.align.export import AlignOptions, select_inputs
     from nmt.align.io import load_gold
     from nmt.align.metrics import alignment_error_rate, diagonal_links
     from nmt.align.statistical import statistical_rows
-    from nmt.align.symmetrize import HEURISTICS
-    from nmt.config import load_config
+    from nmt.data.symmetrize import HEURISTICS
+    from nmt.models.checks import load_config
+    from nmt.report.align import AlignOptions, select_inputs
 
     cfg = load_config(data["config"])
     opts = AlignOptions(runs=[], limit=args.limit, **data["options"])

@@ -35,8 +35,8 @@ THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
 def pairs_and_gold(cfg, dataset: str, limit: int, gold_dir: Path | None = None):
     """(sources, targets, gold) of the synthetic validation split or of Hansards, in the
     run's direction (a fr-en run gets the pairs and gold flipped)."""
-    from nmt.align.io import GoldAlignment, read_gold, read_pairs
     from nmt.data.corpora import corpus_dir, load_split
+    from nmt.data.links import GoldAlignment, read_gold, read_pairs
 
     if dataset == "synth-val":
         src, tgt = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, "val")
@@ -77,8 +77,8 @@ def sweep(run: Path, dataset: str, limit: int, gold_dir: Path | None = None) -> 
     from nmt.align.extract import forced_weights
     from nmt.align.metrics import alignment_error_rate
     from nmt.align.words import links_from_matrix, pieces_to_words, reduce_to_words
-    from nmt.rundir import load_run
-    from nmt.tokens import EOS
+    from nmt.core.tokens import EOS
+    from nmt.models.runs import load_run
 
     cfg, vocab, model, _ = load_run(run)
     sources, targets, gold = pairs_and_gold(cfg, dataset, limit, gold_dir)

@@ -33,11 +33,11 @@ def main() -> None:
     import torch
 
     import nmt
-    from nmt.api import Sampling
-    from nmt.checkpoint import average_run
+    from nmt.core.checkpoint import average_run
+    from nmt.core.errors import NMTError
     from nmt.data.corpora import load_split
-    from nmt.errors import NMTError
-    from nmt.evaluate import evaluate_model
+    from nmt.decoding.api import Sampling
+    from nmt.decoding.evaluate import evaluate_model
 
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)

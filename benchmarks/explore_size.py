@@ -21,7 +21,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nmt.align.io import AlignmentRecord, save_alignments  # noqa: E402
+from nmt.align.io import save_alignments  # noqa: E402
+from nmt.align.records import AlignmentRecord
 from nmt.align.words import word_matrix  # noqa: E402
 from nmt.explore import build_explorer  # noqa: E402
 

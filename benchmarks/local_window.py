@@ -13,7 +13,7 @@ alignments (the synthetic one), teacher-forced on the first N validation pairs:
 On other text with gold (`--pairs FILE --gold FILE`, `source ||| target` lines with
 the gold's source and target sides; a run trained the other way round reads them
 flipped: `--flip`), `--adapt K [K ...]` also measures the adapted copy after K steps of
-`nmt align --adapt` (nmt.align.adapt, its default rate): does adapting move the window
+`nmt align --adapt` (nmt.training.adapt, its default rate): does adapting move the window
 toward the gold or away from it?
 
 Usage: python benchmarks/local_window.py RUN [RUN ...] [--sentences 200] [--split val]
@@ -31,8 +31,8 @@ import torch
 
 def predicted_centres(model, src_ids: list[int], tgt_ids: list[int]) -> torch.Tensor:
     """p_t (T,) of each decoder step, teacher-forced on one pair."""
+    from nmt.core.tokens import BOS
     from nmt.models.attention import LocalWindow
-    from nmt.tokens import BOS
 
     seen: list[torch.Tensor] = []
     original = LocalWindow.centre
@@ -53,8 +53,8 @@ def predicted_centres(model, src_ids: list[int], tgt_ids: list[int]) -> torch.Te
 
 def corpus_pairs(cfg, sentences: int, split: str) -> tuple[list, list, list]:
     """The first `sentences` pairs of the run's own corpus split with its gold."""
-    from nmt.align.io import corpus_gold, read_gold
     from nmt.data.corpora import corpus_dir
+    from nmt.data.links import corpus_gold, read_gold
 
     folder = corpus_dir(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair)
     src = (folder / f"{split}.{cfg.src_lang}").read_text().splitlines()[:sentences or None]
@@ -69,7 +69,7 @@ def corpus_pairs(cfg, sentences: int, split: str) -> tuple[list, list, list]:
 def file_pairs(pairs: str, gold: str, one_based: bool, flip: bool, sentences: int
                ) -> tuple[list, list, list]:
     """`source ||| target` pairs and their sure links; `flip` for a reverse-direction run."""
-    from nmt.align.io import read_gold, read_pairs
+    from nmt.data.links import read_gold, read_pairs
 
     src, tgt = read_pairs(Path(pairs))
     sure = [g.sure for g in read_gold(Path(gold), one_based)]
@@ -106,8 +106,8 @@ def window_stats(model, vocab, src: list, tgt: list, sure: list, window: int) ->
 
 def measure(run: str, args) -> list[dict]:
     """One row for the run, and one per --adapt step count (an adapted copy)."""
-    from nmt.align.adapt import DEFAULT_LR, adapting
-    from nmt.rundir import load_run
+    from nmt.models.runs import load_run
+    from nmt.training.adapt import DEFAULT_LR, adapting
 
     cfg, vocab, model, _ = load_run(run)
     if cfg.model.attention != "local-p":

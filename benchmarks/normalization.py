@@ -33,7 +33,7 @@ def changed(lines: list[str], rule: str) -> str:
 
 
 def bleu(hyps: list[str], refs: list[str]) -> float:
-    from nmt.evaluate import bleu_chrf
+    from nmt.decoding.evaluate import bleu_chrf
 
     return bleu_chrf(hyps, refs)["bleu"]
 

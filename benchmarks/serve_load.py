@@ -45,12 +45,12 @@ def free_port() -> int:
 
 def sentences(args) -> list[tuple[str, str]]:
     if args.pairs:
-        from nmt.align.io import read_pairs
+        from nmt.data.links import read_pairs
 
         src, tgt = read_pairs(args.pairs)
     else:
         from nmt.data.corpora import load_split
-        from nmt.rundir import load_config
+        from nmt.models.runs import load_config
 
         cfg = load_config(args.runs[0])
         src, tgt = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, cfg.data.test)

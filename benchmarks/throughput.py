@@ -29,9 +29,9 @@ def measure(family: str, steps: int, sentences: int, threads: int, runs_dir: Pat
             compiled: bool = False, precision: str | None = None) -> dict:
     import torch
 
-    from nmt.config import load_config
     from nmt.data.subwords import Vocab, encode_split, prepare_vocab
     from nmt.models import build_model
+    from nmt.models.checks import load_config
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -46,7 +46,7 @@ def measure(family: str, steps: int, sentences: int, threads: int, runs_dir: Pat
     test_src, _ = encode_split(cfg, vocab_dir, cfg.data.test)
     trained = runs_dir / family
     if (trained / "checkpoints").is_dir():  # decode with a trained model: realistic lengths
-        from nmt.rundir import load_run
+        from nmt.models.runs import load_run
 
         _, vocab, model, _ = load_run(trained)
     out["decoded_by"] = "trained" if (trained / "checkpoints").is_dir() else "untrained"
@@ -65,10 +65,10 @@ def train_rates(model, cfg, src: list, tgt: list, steps: int, compiled: bool = F
     import torch
     from flops import gemm_peak, step_flops
 
-    from nmt import distributed as dist
     from nmt.data.batching import iterate_batches, token_batches
-    from nmt.optim import build_optimizer
-    from nmt.train import loss_fn
+    from nmt.training import distributed as dist
+    from nmt.training.optim import build_optimizer
+    from nmt.training.trainer import loss_fn
 
     optim = build_optimizer(model, 1e-4)  # the trainer's optimiser (fused Adam), its clipping
     lengths = [(len(s), len(t)) for s, t in zip(src, tgt)]
@@ -113,7 +113,7 @@ def train_rates(model, cfg, src: list, tgt: list, steps: int, compiled: bool = F
 
 def decode_rates(model, vocab, test_src: list, cfg) -> dict:
     """Sentences/s of greedy and beam-5 decoding (batch `decode.batch_size`)."""
-    from nmt.translate import translate_ids
+    from nmt.decoding.translate import translate_ids
 
     model.eval()
     rates = {}

@@ -37,9 +37,9 @@ def config_path(family: str) -> Path:
 
 def check_data(families: list[str]) -> None:
     """A missing config or corpus stops here with nmt's one-line error, before training."""
-    from nmt.config import load_config
+    from nmt.core.errors import NMTError
     from nmt.data.corpora import load_split
-    from nmt.errors import NMTError
+    from nmt.models.checks import load_config
 
     try:
         for family in families:
@@ -88,9 +88,9 @@ def test_splits(model) -> list[str]:
 def evaluate(run: Path, average: int) -> dict:
     """Test scores of the best checkpoint (and of the mean of the last kept ones)."""
     import nmt
-    from nmt.checkpoint import average_run
-    from nmt.evaluate import evaluate_model
-    from nmt.rundir import RunDir
+    from nmt.core.checkpoint import average_run
+    from nmt.core.rundir import RunDir
+    from nmt.decoding.evaluate import evaluate_model
 
     metrics = RunDir(run).read_metrics()
     train = [m for m in metrics if m["kind"] == "train"]

@@ -1,13 +1,15 @@
 """nmt: train the classic attention lineage of neural machine translation and see it align.
 
-`nmt.load("runs/bahdanau")` gives a trained run as a Python object (nmt.api, docs/api.md).
+`nmt.load("runs/bahdanau")` gives a trained run as a Python object (nmt.decoding.api, docs/api.md).
 """
 
 __version__ = "0.1.0"
 
 
 def load(*runs, checkpoint: str = "best", device: str | None = None):
-    """A trained run (or an ensemble of runs) as an `nmt.api.Model`; see `nmt.api.load`."""
-    from nmt.api import load as _load
+    """A trained run (or an ensemble of runs) as an `nmt.decoding.api.Model`; see `nmt.decoding.api.load`."""
+    from nmt.decoding.api import (
+        load as _load,  # start-up: `import nmt` (and `nmt --help`) stay light
+    )
 
     return _load(*runs, checkpoint=checkpoint, device=device)

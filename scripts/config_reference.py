@@ -1,7 +1,7 @@
-"""The reference of every config key, generated from `nmt/config.py` (`make docs`).
+"""The reference of every config key, generated from `nmt/core/config.py` (`make docs`).
 
 Each key's type and default come from the dataclasses, its allowed values from the field's
-declaration (`one_of`, `registered`: `nmt.config.choices`; `positive`, `non_negative`,
+declaration (`one_of`, `registered`: `nmt.models.checks.choices`; `positive`, `non_negative`,
 `fraction`: the field's "check"), and its text from the source's comments: the trailing
 `# comment` on the field's line with its continuation lines (`#   ...`), and the comment
 block on the lines just above the field. A section's class docstring opens its table.
@@ -27,9 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from nmt import config as nmt_config  # noqa: E402
+from nmt.core import config as nmt_config  # noqa: E402
+from nmt.models.checks import choices  # noqa: E402
 
-SOURCE = ROOT / "nmt" / "config.py"
+SOURCE = ROOT / "nmt" / "core" / "config.py"
 PAGE = ROOT / "docs" / "configuration.md"
 START, END = "<!-- reference:start -->", "<!-- reference:end -->"
 COMMAND = "python scripts/config_reference.py"
@@ -37,7 +38,7 @@ CONTINUATION = re.compile(r"^#\s{3}")  # `#   ...` carries on the comment of the
 
 
 def field_comments(source: str) -> dict[str, dict[str, str]]:
-    """{class name: {field name: comment text}} read from the source of nmt/config.py."""
+    """{class name: {field name: comment text}} read from the source of nmt/core/config.py."""
     lines = source.splitlines()
     comments: dict[int, str] = {}  # line number -> comment text (without '#')
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -104,7 +105,7 @@ def _default(value: typing.Any) -> str:
 
 
 def _allowed(key: str | None, f: dataclasses.Field) -> str:
-    valid = nmt_config.choices(key) if key else None
+    valid = choices(key) if key else None
     if valid is not None:
         return ", ".join(f"`{v}`" for v in valid)
     return f.metadata.get("check", "")
@@ -128,7 +129,7 @@ def reference(source: Path = SOURCE) -> str:
     comments = field_comments(Path(source).read_text(encoding="utf-8"))
     out = ["", "", "### Top level", ""]
     out += _table("", nmt_config.Config, comments.get("Config", {}))
-    for section, cls in nmt_config._SECTIONS.items():
+    for section, cls in nmt_config.SECTIONS.items():
         out += ["", f"### `{section}`", ""]
         doc = inspect.getdoc(cls) or ""
         if doc and not doc.startswith(f"{cls.__name__}("):  # not dataclass's generated one
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     if current(page) == text:
         return 0
     if args.check:
-        print(f"{rel} is stale (the config reference differs from nmt/config.py): "
+        print(f"{rel} is stale (the config reference differs from nmt/core/config.py): "
               f"run `{COMMAND}` (make docs)", file=sys.stderr)
         return 1
     PAGE.write_text(with_reference(page, text), encoding="utf-8")

@@ -1,9 +1,9 @@
 """One-line mutation check of the model, search, alignment, evaluation and training code
 (`make mutants`).
 
-Every mutant changes one line of one file (default: nmt/models, nmt/search.py,
-nmt/align/*.py, nmt/evaluate.py, nmt/train.py, nmt/loss.py,
-nmt/schedule.py and nmt/optim.py): an operator swap (+/-, * and /, ** -> *, & and |,
+Every mutant changes one line of one file (default: nmt/models, nmt/decoding/search.py,
+nmt/align/*.py, nmt/decoding/evaluate.py, nmt/training/trainer.py, nmt/training/loss.py,
+nmt/training/schedule.py and nmt/training/optim.py): an operator swap (+/-, * and /, ** -> *, & and |,
 < and <=, > and >=, == and !=, is / is not, in / not in), a numeric constant (0 -> 1,
 n -> n - 1, 1.0 -> 2.0, 2.0 -> 1.0, x -> 2x), a dropped unary call (torch.tanh(x) -> (x),
 math.sqrt(x) -> (x), ...), a dropped `not`, `~` or unary minus, or an index shift
@@ -24,9 +24,9 @@ Speed: the parent imports torch, numpy and pytest once and forks a child per mut
 a mutant costs its tests only (OMP_NUM_THREADS=1, one mutant at a time).
 
     python scripts/mutants.py --list                      # mutants, with ids
-    python scripts/mutants.py --files nmt/search.py --limit 20
+    python scripts/mutants.py --files nmt/decoding/search.py --limit 20
     python scripts/mutants.py --sample 200 --seed 1       # a random sample
-    python scripts/mutants.py --only nmt/search.py:61:0   # chosen ids
+    python scripts/mutants.py --only nmt/decoding/search.py:61:0   # chosen ids
     python scripts/mutants.py --named                     # the issue's named mutations
     python scripts/mutants.py --sample 100 --seed 1 --full --json mutants.json
 """
@@ -50,13 +50,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # --root replaces it (the script's own tests)
-TARGETS = ["nmt/models/*.py", "nmt/search.py", "nmt/align/*.py", "nmt/evaluate.py",
-           "nmt/train.py", "nmt/loss.py", "nmt/schedule.py", "nmt/optim.py"]
+TARGETS = ["nmt/models/*.py", "nmt/decoding/search.py", "nmt/align/*.py", "nmt/decoding/evaluate.py",
+           "nmt/training/trainer.py", "nmt/training/loss.py", "nmt/training/schedule.py", "nmt/training/optim.py"]
 # The summary's areas: label -> path prefixes (a path outside them is its own area).
-AREAS = {"nmt/models": ("nmt/models/",), "nmt/search.py": ("nmt/search.py",),
-         "nmt/evaluate.py": ("nmt/evaluate.py",), "nmt/align": ("nmt/align/",),
-         "nmt/train.py": ("nmt/train.py", "nmt/loss.py"),
-         "nmt/schedule.py, optim.py": ("nmt/schedule.py", "nmt/optim.py")}
+AREAS = {"nmt/models": ("nmt/models/",), "nmt/decoding/search.py": ("nmt/decoding/search.py",),
+         "nmt/decoding/evaluate.py": ("nmt/decoding/evaluate.py",), "nmt/align": ("nmt/align/",),
+         "nmt/training/trainer.py": ("nmt/training/trainer.py", "nmt/training/loss.py"),
+         "nmt/training/schedule.py, optim.py": ("nmt/training/schedule.py", "nmt/training/optim.py")}
 EQUATIONS = ["tests/test_equations_rnn.py", "tests/test_equations_luong.py",
              "tests/test_equations_transformer.py"]
 SLOW = ["--deselect", "tests/test_limits.py::test_transformer_decodes_past_1024_target_positions",
@@ -102,25 +102,25 @@ TESTS = {
     "nmt/models/": EQUATIONS + ["tests/test_attention.py", "tests/test_models.py",
                                 "tests/test_equations_search.py", "tests/test_search.py",
                                 "tests/test_limits.py", *SLOW],
-    "nmt/search.py": ["tests/test_equations_search.py", "tests/test_search.py",
+    "nmt/decoding/search.py": ["tests/test_equations_search.py", "tests/test_search.py",
                       "tests/test_limits.py", *SLOW],
     "nmt/align/attribution.py": ALIGN + ["tests/test_attribution.py"],
-    "nmt/align/export.py": ALIGN + ["tests/test_align_methods.py", "tests/test_statistical.py::"
+    "nmt/report/align.py": ALIGN + ["tests/test_align_methods.py", "tests/test_statistical.py::"
                                     "test_align_statistical_gives_one_row_per_link_heuristic"],
     "nmt/align/guided.py": ALIGN + ["tests/test_guided.py", *GUIDED_SLOW],
     "nmt/align/statistical.py": ALIGN + ["tests/test_statistical.py"],
     "nmt/align/": ALIGN,
     # bleu_chrf scores every validation and the bahdanau run's test set; `nmt evaluate`
     # (evaluate_model, bleu_by_length) runs in the averaging test
-    "nmt/evaluate.py": ["tests/test_promises_evaluate.py",
+    "nmt/decoding/evaluate.py": ["tests/test_promises_evaluate.py",
                         TRAIN + "every_family_learns_the_synthetic_corpus[bahdanau]",
                         "tests/test_api.py::test_average_writes_the_element_wise_mean_of_the_"
                         "last_n"],
-    "nmt/train.py": TRAINING,
-    "nmt/loss.py": ["tests/test_loss.py", "tests/test_promises_train.py"],
-    "nmt/schedule.py": ["tests/test_schedule.py", TRAIN + "resume_reaches_the_same_parameters",
+    "nmt/training/trainer.py": TRAINING,
+    "nmt/training/loss.py": ["tests/test_loss.py", "tests/test_promises_train.py"],
+    "nmt/training/schedule.py": ["tests/test_schedule.py", TRAIN + "resume_reaches_the_same_parameters",
                         TRAIN + "every_family_learns_the_synthetic_corpus[transformer]"],
-    "nmt/optim.py": ["tests/test_schedule.py", TRAIN + "the_optimiser_takes_the_models_"
+    "nmt/training/optim.py": ["tests/test_schedule.py", TRAIN + "the_optimiser_takes_the_models_"
                      "parameter_groups_in_training_and_adapt",
                      TRAIN + "the_optimiser_is_torchs_fused_adam_with_the_same_update_as_the_"
                      "default",
@@ -138,7 +138,7 @@ UNARY_CALLS = {"tanh", "sigmoid", "exp", "sqrt", "log", "abs", "relu", "log_soft
 NAMED = {
     "gaussian-width": ("nmt/models/attention.py", "sigma = self.window / 2.0",
                        "sigma = self.window / 1.0"),
-    "no-length-penalty": ("nmt/search.py", "/ length_penalty(len(tokens) + 1, alpha)", ""),
+    "no-length-penalty": ("nmt/decoding/search.py", "/ length_penalty(len(tokens) + 1, alpha)", ""),
     "no-sqrt-dk-explicit": ("nmt/models/attention.py", " / math.sqrt(q.size(-1))", ""),
     "no-sqrt-dk-fused": ("nmt/models/attention.py", "attn_mask=mask, dropout_p=dropout)",
                          "attn_mask=mask, dropout_p=dropout, scale=1.0)"),
@@ -150,7 +150,7 @@ NAMED = {
                            "return mean[:-1] if shifted else mean[1:]"),
     "default-layer": ("nmt/align/words.py", "(L - 2 if L > 1 else 0) if layer is None",
                       "(L - 1 if L > 1 else 0) if layer is None"),
-    "duplicate-nbest": ("nmt/search.py", 'scores[:, 1:] = float("-inf")', "scores[:, 1:] = 0.0"),
+    "duplicate-nbest": ("nmt/decoding/search.py", 'scores[:, 1:] = float("-inf")', "scores[:, 1:] = 0.0"),
 }
 
 

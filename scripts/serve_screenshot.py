@@ -37,7 +37,7 @@ def main() -> None:
     source = args.source
     if source is None:
         from nmt.data.corpora import load_split
-        from nmt.rundir import load_config
+        from nmt.models.runs import load_config
 
         cfg = load_config(args.runs[0])
         src, _ = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, cfg.data.test)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nmt.config import ModelConfig
+from nmt.core.config import ModelConfig
 from nmt.data.corpora import ensure_synth
 from nmt.models import build_model
 

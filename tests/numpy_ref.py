@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from nmt.config import ModelConfig
+from nmt.core.config import ModelConfig
 from nmt.models import build_model
 
 V = 12  # vocabulary of the hand-built models

@@ -14,14 +14,15 @@ import pytest
 import torch
 
 from nmt.align.extract import forced_weights
-from nmt.align.io import load_alignments, parse_pharaoh, read_gold
+from nmt.align.io import load_alignments
 from nmt.align.metrics import alignment_error_rate, attention_entropy, diagonal_links
 from nmt.align.words import word_matrix
-from nmt.checkpoint import save_checkpoint
-from nmt.evaluate import evaluate_run
+from nmt.core.checkpoint import save_checkpoint
+from nmt.data.links import parse_pharaoh, read_gold
+from nmt.decoding.evaluate import evaluate_run
 from nmt.models import build_model
-from nmt.rundir import load_run
-from nmt.train import Trainer
+from nmt.models.runs import load_run
+from nmt.training.trainer import Trainer
 from tests.test_train import MODELS, tiny_config
 
 

@@ -14,17 +14,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nmt.align.export import AlignOptions, layer_table
 from nmt.align.extract import collect, default_shifted
-from nmt.align.io import AlignmentRecord, GoldAlignment, load_alignments
-from nmt.align.symmetrize import DEFAULT_AGREEMENT, HEURISTICS, agreement, symmetrize
+from nmt.align.io import load_alignments
+from nmt.align.records import AlignmentRecord
 from nmt.align.words import word_matrix
-from nmt.config import ModelConfig
+from nmt.core.config import ModelConfig
+from nmt.core.errors import NMTError
 from nmt.data.corpora import ensure_synth, load_split
-from nmt.errors import NMTError
+from nmt.data.links import GoldAlignment
+from nmt.data.symmetrize import (
+    DEFAULT_AGREEMENT,
+    HEURISTICS,
+    SYMMETRIZATIONS,
+    agreement,
+    symmetrize,
+)
 from nmt.models import build_model
-from nmt.rundir import load_run
-from nmt.train import Trainer
+from nmt.models.runs import load_run
+from nmt.report.align import AlignOptions, layer_table
+from nmt.training.trainer import Trainer
 from tests.test_align import cli, short_pairs_with_gold
 from tests.test_train import MODELS, tiny_config
 
@@ -73,7 +81,7 @@ def test_the_synthetic_reverse_direction_is_the_same_corpus_with_flipped_gold(da
 
 def test_reverse_run_and_every_symmetrisation(runs, data_root, tmp_path, capsys):
     pairs, gold = short_pairs_with_gold(data_root, tmp_path, n=12)
-    heuristics = [arg for h in HEURISTICS + ("agreement",) for arg in ("--symmetrize", h)]
+    heuristics = [arg for h in SYMMETRIZATIONS for arg in ("--symmetrize", h)]
     start = time.perf_counter()
     code, stdout, err, out = align(capsys, tmp_path, "--run", str(runs["fwd"]), "--reverse",
                                    str(runs["rev"]), *heuristics, "--pairs", str(pairs),
@@ -84,10 +92,10 @@ def test_reverse_run_and_every_symmetrisation(runs, data_root, tmp_path, capsys)
     # each direction's row: the seconds its extraction took; a symmetrised row: both
     assert 0 < summary["fwd"]["seconds"] and 0 < summary["rev"]["seconds"]
     assert summary["fwd"]["seconds"] + summary["rev"]["seconds"] < wall
-    for h in HEURISTICS + ("agreement",):
+    for h in SYMMETRIZATIONS:
         assert summary[f"fwd+rev.{h}"]["seconds"] == pytest.approx(
             summary["fwd"]["seconds"] + summary["rev"]["seconds"])
-    assert set(summary) == {"fwd", "rev"} | {f"fwd+rev.{h}" for h in HEURISTICS + ("agreement",)}
+    assert set(summary) == {"fwd", "rev"} | {f"fwd+rev.{h}" for h in SYMMETRIZATIONS}
     fwd, rev = load_alignments(out / "fwd.npz"), load_alignments(out / "rev.npz")
     assert [r.src_words for r in rev] == [r.src_words for r in fwd]  # flipped to forward
     rows = {h: load_alignments(out / f"fwd+rev.{h}.npz") for h in HEURISTICS}
@@ -171,12 +179,12 @@ def test_adapt_trains_a_copy_and_leaves_the_runs_byte_identical(runs, data_root,
 
 
 def test_free_mode_aligns_the_searchs_own_ids(runs, tmp_path, capsys, monkeypatch):
-    import nmt.translate
+    import nmt.report.align
 
     _, vocab, _, _ = load_run(runs["fwd"])
     ids = list(range(4, 10))  # a segmentation that re-encoding its text would not give back
     assert vocab.encode_tgt([vocab.decode_tgt(ids)])[0] != ids
-    monkeypatch.setattr(nmt.translate, "nbest_ids",
+    monkeypatch.setattr(nmt.report.align, "nbest_ids",
                         lambda model, src_ids, cfg, *a: [[(ids, 0.0)] for _ in src_ids])
     code, _, err, out = align(capsys, tmp_path, "--run", str(runs["fwd"]), "--src", "a b",
                               "--mode", "free")

@@ -9,19 +9,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nmt.align.io import (
-    AlignmentRecord,
+from nmt.align.io import load_alignments, save_alignments
+from nmt.align.metrics import alignment_error_rate, attention_entropy, diagonal_links, mass_on
+from nmt.align.records import AlignmentRecord
+from nmt.align.words import join_pieces, links_from_matrix, pieces_to_words, reduce_to_words
+from nmt.core.errors import NMTError
+from nmt.data.links import (
     GoldAlignment,
     check_links_in_range,
     format_pharaoh,
-    load_alignments,
     parse_pharaoh,
     read_gold,
-    save_alignments,
 )
-from nmt.align.metrics import alignment_error_rate, attention_entropy, diagonal_links, mass_on
-from nmt.align.words import join_pieces, links_from_matrix, pieces_to_words, reduce_to_words
-from nmt.errors import NMTError
 
 
 def gold(sure: set, possible: set = frozenset()) -> GoldAlignment:

@@ -1,4 +1,4 @@
-"""The Python API (nmt.api) and what goes through it: `nmt translate` (--alignments,
+"""The Python API (nmt.decoding.api) and what goes through it: `nmt translate` (--alignments,
 --format jsonl, --sampling, ensembles), `nmt align`, `nmt evaluate` and `nmt average`."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import pytest
 import torch
 
 import nmt
-from nmt.api import Sampling
-from nmt.checkpoint import kept_checkpoints, load_checkpoint
-from nmt.search import filter_top, greedy, max_lengths, sample
-from nmt.tokens import BOS, EOS, PAD
-from nmt.train import Trainer
+from nmt.core.checkpoint import kept_checkpoints, load_checkpoint
+from nmt.core.tokens import BOS, EOS, PAD
+from nmt.decoding.api import Sampling
+from nmt.decoding.search import filter_top, greedy, max_lengths, sample
+from nmt.training.trainer import Trainer
 from tests.conftest import random_batch, tiny_model
 from tests.test_cli import assert_user_error, run_cli
 from tests.test_train import MODELS, short_pairs, tiny_config

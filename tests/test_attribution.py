@@ -10,8 +10,8 @@ from torch import nn
 
 from nmt.align.attribution import saliency_weights
 from nmt.align.words import links_from_matrix, word_matrix
+from nmt.core.tokens import PAD
 from nmt.models.base import Seq2Seq
-from nmt.tokens import PAD
 from tests.conftest import VOCAB, random_batch, tiny_model
 
 

@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.config import load_config
 from nmt.data.subwords import Vocab
-from nmt.train import Trainer
-from nmt.train_data import load_data
+from nmt.models.checks import load_config
+from nmt.training.batches import load_data
+from nmt.training.trainer import Trainer
 from tests.test_cli import assert_user_error, run_cli
 from tests.test_reliability import make_corpus, write_config
 

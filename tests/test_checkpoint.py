@@ -11,8 +11,8 @@ import warnings
 import pytest
 import torch
 
-from nmt.checkpoint import FORMAT, load_checkpoint
-from nmt.errors import NMTError
+from nmt.core.checkpoint import FORMAT, load_checkpoint
+from nmt.core.errors import NMTError
 
 
 class Foreign:

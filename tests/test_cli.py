@@ -15,7 +15,7 @@ import pytest
 
 import nmt.cli
 import nmt.data.corpora
-from nmt.errors import NMTError
+from nmt.core.errors import NMTError
 
 REPO = Path(__file__).resolve().parents[1]
 

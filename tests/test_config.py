@@ -1,4 +1,4 @@
-"""Tests for the typed, validated configuration (nmt/config.py)."""
+"""Tests for the typed, validated configuration (nmt/core/config.py)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nmt.config import (
-    Config,
-    ModelConfig,
-    choices,
-    config_from_dict,
-    load_config,
-    save_config,
-)
+from nmt.core.config import Config, ModelConfig, save_config
+from nmt.core.errors import NMTError
 from nmt.data.corpora import CORPORA
-from nmt.errors import NMTError
 from nmt.models import MODELS
 from nmt.models.attention import SCORERS
+from nmt.models.checks import choices, config_from_dict, load_config
 
 FAMILIES, SCORES = tuple(MODELS), tuple(SCORERS)
 ATTENTION_KINDS = ("global", "local-m", "local-p")
@@ -247,7 +241,7 @@ def test_the_default_run_name_gets_the_pair_when_the_pair_is_not_the_files(tmp_p
 def test_a_run_saved_before_the_local_section_still_loads(tmp_path):
     """Runs trained before 2026-12-01 saved model.window_start ... and the removed
     model.position_lr / renormalise_steps: rundir.load_config reads them in today's keys."""
-    from nmt.rundir import load_config as load_run_config
+    from nmt.models.runs import load_config as load_run_config
 
     old = {"name": "old", "model": {"family": "luong", "attention": "local-p", "window": 10,
                                     "window_start": 60, "window_steps": 1500,

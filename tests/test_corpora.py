@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from nmt.core.errors import NMTError
 from nmt.data.corpora import (
     corpus_dir,
     download_corpus,
@@ -25,7 +26,6 @@ from nmt.data.corpora import (
     read_lines,
     write_corpus,
 )
-from nmt.errors import NMTError
 
 SHARED_MULTI30K = Path(__file__).parents[1] / ".." / "shared" / "corpora" / "multi30k"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from nmt.checkpoint import load_checkpoint
+from nmt.core.checkpoint import load_checkpoint
 from nmt.data.corpora import SYNTH_PAIR
 from nmt.data.synth import write_synth
 

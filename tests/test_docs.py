@@ -17,11 +17,11 @@ from urllib.parse import unquote
 
 import yaml
 
-from nmt import config as nmt_config
+from nmt.core import config as nmt_config
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = tuple(nmt_config._SECTIONS)
-CLASSES = {cls.__name__: section for section, cls in nmt_config._SECTIONS.items()}
+SECTIONS = tuple(nmt_config.SECTIONS)
+CLASSES = {cls.__name__: section for section, cls in nmt_config.SECTIONS.items()}
 
 # Keys used by nothing but documented outside the reference (docs/experiments/, say): none
 # today. Add `"section.name",  # where it is documented` only for such a key.
@@ -220,8 +220,8 @@ def test_readme_check_fails_on_a_long_readme_or_shared(tmp_path):
 
 def all_keys() -> set[str]:
     top = {f.name for f in dataclasses.fields(nmt_config.Config)
-           if f.name not in nmt_config._SECTIONS}
-    return top | {f"{section}.{f.name}" for section, cls in nmt_config._SECTIONS.items()
+           if f.name not in nmt_config.SECTIONS}
+    return top | {f"{section}.{f.name}" for section, cls in nmt_config.SECTIONS.items()
                   for f in dataclasses.fields(cls)}
 
 
@@ -244,7 +244,7 @@ def _from_mapping(raw) -> set[str]:
     found = set()
     if isinstance(raw, dict):
         for key, value in raw.items():
-            if key in nmt_config._SECTIONS and isinstance(value, dict):
+            if key in nmt_config.SECTIONS and isinstance(value, dict):
                 found |= {f"{key}.{name}" for name in value}
             elif isinstance(key, str):
                 found.add(key)
@@ -266,7 +266,7 @@ def _python(text: str) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values, strict=True):
-                if (isinstance(key, ast.Constant) and key.value in nmt_config._SECTIONS
+                if (isinstance(key, ast.Constant) and key.value in nmt_config.SECTIONS
                         and isinstance(value, ast.Dict)):
                     found |= {f"{key.value}.{k.value}" for k in value.keys
                               if isinstance(k, ast.Constant) and isinstance(k.value, str)}

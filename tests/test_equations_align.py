@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.align.export import AlignOptions
 from nmt.align.extract import default_shifted, forced_weights, make_record, reread
-from nmt.align.io import AlignmentRecord
+from nmt.align.records import AlignmentRecord
 from nmt.align.words import reading, word_matrix
-from nmt.errors import NMTError
-from nmt.tokens import BOS, EOS_PIECE
+from nmt.core.errors import NMTError
+from nmt.core.tokens import BOS, EOS_PIECE
+from nmt.report.align import AlignOptions
 from tests.conftest import tiny_model
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence
 
-from nmt.config import LocalConfig
+from nmt.core.config import LocalConfig
 from nmt.models.attention import LocalWindow
 from tests.numpy_ref import LENGTHS, a, build, fill, gru, sigmoid, softmax, source
 from tests.test_equations_rnn import close, far

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.config import config_from_dict
-from nmt.errors import NMTError
+from nmt.core.errors import NMTError
 from nmt.models.attention import AdditiveScore, attend
+from nmt.models.checks import config_from_dict
 from tests.numpy_ref import LENGTHS, a, build, fill, gru, maxout, softmax, source
 
 

@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 
+from nmt.core.tokens import EOS, PAD
+from nmt.decoding.search import beam_search, constrain, greedy, length_penalty, max_lengths
 from nmt.models.base import reorder
-from nmt.search import beam_search, constrain, greedy, length_penalty, max_lengths
-from nmt.tokens import EOS, PAD
 
 A, B = 4, 5  # two word ids
 VOCAB = 8

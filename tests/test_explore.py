@@ -11,13 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nmt.align.io import AlignmentRecord, save_alignments
+from nmt.align.io import save_alignments
+from nmt.align.records import AlignmentRecord
 from nmt.align.words import word_matrix
-from nmt.config import config_from_dict, save_config
-from nmt.errors import NMTError
+from nmt.core.config import save_config
+from nmt.core.errors import NMTError
 from nmt.explore import build_explorer
 from nmt.explore.payload import quantise
 from nmt.explore.sources import find_sources, links_matrix
+from nmt.models.checks import config_from_dict
 from tests.browser import open_page, screenshot
 
 SENTENCES = [  # (source words, target words, gold "i-j" links)

@@ -11,10 +11,12 @@ import pytest
 import torch
 
 import nmt
-from nmt.align.guided import alignment_loss, links_folder, piece_targets, supervised
-from nmt.config import config_from_dict, config_to_dict
-from nmt.errors import NMTError
-from nmt.train import Trainer
+from nmt.core.config import config_to_dict
+from nmt.core.errors import NMTError
+from nmt.models.attention import supervised
+from nmt.models.checks import config_from_dict
+from nmt.training.guided import alignment_loss, links_folder, piece_targets
+from nmt.training.trainer import Trainer
 from tests.test_cli import assert_user_error, run_cli
 from tests.test_train import MODELS, short_pairs, tiny_config
 
@@ -35,8 +37,8 @@ def test_word_links_map_onto_pieces_and_rows_are_normalised():
 def test_a_pair_whose_links_name_other_words_is_unguided_and_counted():
     """nmt.align.guided:guide_targets — a pair whose links name a word it does not have
     gets None (no guidance), and the count says how many."""
-    from nmt.align.guided import guide_targets
-    from nmt.tokens import EOS
+    from nmt.core.tokens import EOS
+    from nmt.training.guided import guide_targets
 
     class Vocab:
         def src_pieces(self, ids):
@@ -66,7 +68,7 @@ def test_a_null_reading_takes_the_source_eos_as_no_link():
     argmax among words links it; row 1 links word 2 (the last real word) both ways.
     Threshold alike. A source of EOS alone has no word to link."""
     from nmt.align.extract import make_record
-    from nmt.tokens import EOS
+    from nmt.core.tokens import EOS
 
     class Vocab:
         def src_pieces(self, ids):
@@ -147,8 +149,8 @@ def test_guidance_teaches_the_supervised_head_to_follow_the_teacher(data_root, t
     head's cross-entropy to the gold on the validation pairs is far below an unguided
     twin's, and so is its AER."""
     from nmt.align.extract import collect
-    from nmt.align.guided import guide_targets, teacher_aer, teacher_links
     from nmt.data.batching import collate, pad_guides
+    from nmt.training.guided import guide_targets, teacher_aer, teacher_links
 
     trainers = {}
     for weight in (0.0, 1.0):
@@ -257,10 +259,10 @@ def test_adapting_a_guided_run_keeps_its_guidance(guided_run, data_root):
     closely than an unguided adaptation's, a weight of 0 adapts as unguided, and
     `nmt align --adapt` records that it was guided."""
     pytest.importorskip("eflomal")
-    from nmt.align.adapt import adapt_copy
-    from nmt.align.export import AlignOptions, extract_run
-    from nmt.align.guided import pair_guides
     from nmt.data.batching import collate
+    from nmt.report.align import AlignOptions, extract_run
+    from nmt.training.adapt import adapt_copy
+    from nmt.training.guided import pair_guides
 
     model = nmt.load(guided_run.run_dir)
     cfg, vocab = model.cfg, model.vocab
@@ -330,7 +332,7 @@ def test_full_context_attention_sees_the_whole_target_and_trains_the_loss(data_r
 def test_the_null_word_key_reads_from_yaml(tmp_path):
     """The key is spelt so that YAML does not read it as its own null (`null: true` would
     be the key None)."""
-    from nmt.config import load_config
+    from nmt.models.checks import load_config
 
     path = tmp_path / "c.yaml"
     path.write_text("model: {family: transformer, dec_layers: 2}\n"

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import nmt.cli
-from nmt.errors import NMTError
+from nmt.core.errors import NMTError
 from nmt.lab import masks, rnn_attention, scaling, softmax, trained, transformer
 from nmt.lab.base import Result
 from nmt.lab.names import ExperimentName
@@ -192,7 +192,7 @@ def test_permuted_weights_stay_on_allowed_positions():
 def test_intervention_control_is_exact_and_swaps_move_the_output(family):
     model = tiny_model(family)
     src = random_batch()[0]
-    from nmt.search import greedy
+    from nmt.decoding.search import greedy
 
     res = trained.intervene(model, src, greedy(model, src))
     assert res["same weights (control)"][0] < 1e-6
@@ -229,7 +229,7 @@ def test_report_embeds_every_figure(tmp_path):
     r1 = softmax.toy(tmp_path, "png")
     r2 = rnn_attention.tanh(tmp_path, "svg")
     r3 = Result("bottleneck", [], [], [], None, "needs --run")
-    md = write_report([r1, r2, r3], tmp_path, {"softmax-toy": 0.1})
+    md = write_report([r1, r2, r3], tmp_path, {"softmax-toy": 0.1}, EXPERIMENTS)
     text, page = md.read_text(), (tmp_path / "report.html").read_text()
     assert "## softmax-toy" in text and "![softmax-toy](softmax_toy.png)" in text
     assert "SKIPPED" in text and "What it does not show" in text

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from nmt.search import beam_search, greedy, max_lengths
-from nmt.tokens import EOS
+from nmt.core.tokens import EOS
+from nmt.decoding.search import beam_search, greedy, max_lengths
 from tests.conftest import random_batch, tiny_model
 
 

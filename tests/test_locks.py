@@ -47,7 +47,7 @@ def _train_and_hang(root: str, runs: str, ready) -> None:
     """A `train()` that holds its run and sleeps inside the training loop until killed."""
     import time
 
-    from nmt.train import Trainer, train
+    from nmt.training.trainer import Trainer, train
     from tests.test_train import MODELS, tiny_config
 
     def hang(self, stop):
@@ -61,8 +61,8 @@ def _train_and_hang(root: str, runs: str, ready) -> None:
 
 
 def test_a_second_run_with_the_same_name_refuses_at_once(data_root, tmp_path):
-    from nmt.errors import NMTError
-    from nmt.train import train
+    from nmt.core.errors import NMTError
+    from nmt.training.trainer import train
     from tests.test_train import MODELS, tiny_config
 
     ctx = multiprocessing.get_context("spawn")

@@ -1,4 +1,4 @@
-"""nmt.loss.smoothed_cross_entropy: torch's label-smoothed cross-entropy (sum), its value
+"""nmt.training.loss.smoothed_cross_entropy: torch's label-smoothed cross-entropy (sum), its value
 and its gradient p - q, computed in one pass."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt.loss import smoothed_cross_entropy
+from nmt.training.loss import smoothed_cross_entropy
 
 
 def _data(n: int = 7, v: int = 11, dtype=torch.float64, seed: int = 0):

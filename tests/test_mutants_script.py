@@ -26,18 +26,18 @@ def script():
 
 def test_evaluation_and_training_mutants_are_made_drawn_and_have_fast_tests():
     m = script()
-    for path in ("nmt/evaluate.py", "nmt/train.py", "nmt/schedule.py", "nmt/optim.py"):
+    for path in ("nmt/decoding/evaluate.py", "nmt/training/trainer.py", "nmt/training/schedule.py", "nmt/training/optim.py"):
         assert m.mutants_of(path), path
         tests = m.tests_for(path)
         assert tests and all((REPO / f).is_file() for f in m.test_files(tests)), path
         assert m.area_of(path) in m.AREAS
-    train = {x.new for x in m.mutants_of("nmt/train.py")}
+    train = {x.new for x in m.mutants_of("nmt/training/trainer.py")}
     assert "real = batch.tgt_out == PAD" in train  # the padding mask inverted
-    schedule = {x.new for x in m.mutants_of("nmt/schedule.py")}
+    schedule = {x.new for x in m.mutants_of("nmt/training/schedule.py")}
     assert "factor = (warm / step)" in schedule  # inverse square root without the root
     options = dict(named=False, only=None, files=None, sample=0, seed=0, limit=0)
     drawn = m.select(argparse.Namespace(**{**options, "sample": 10**6}))  # all of them
-    assert {"nmt/evaluate.py", "nmt/train.py"} <= {x.path for x in drawn}
+    assert {"nmt/decoding/evaluate.py", "nmt/training/trainer.py"} <= {x.path for x in drawn}
     # every alignment module is in the catalogue, with a fast subset of existing tests
     align = sorted(str(p.relative_to(REPO)) for p in (REPO / "nmt" / "align").glob("*.py")
                    if m.mutants_of(str(p.relative_to(REPO))))
@@ -49,14 +49,14 @@ def test_evaluation_and_training_mutants_are_made_drawn_and_have_fast_tests():
 
 def test_the_full_suite_is_reordered_by_file_never_cut():
     m = script()
-    mutant = m.Mutant("nmt/search.py:1:0", "nmt/search.py", 1, "a", "b", "")
+    mutant = m.Mutant("nmt/decoding/search.py:1:0", "nmt/decoding/search.py", 1, "a", "b", "")
     seconds = {"tests/test_search.py": 1.0, "tests/test_docs.py": 0.5,
                "tests/test_api.py": 9.0, "tests/test_cli.py": 2.0, "tests/test_x.py": 0.1}
-    texts = {"tests/test_api.py": "from nmt.search import greedy"}
-    killers = {"nmt/search.py": {"tests/test_cli.py": 2}, "nmt/train.py": {"tests/test_x.py": 5}}
+    texts = {"tests/test_api.py": "from nmt.decoding.search import greedy"}
+    killers = {"nmt/decoding/search.py": {"tests/test_cli.py": 2}, "nmt/training/trainer.py": {"tests/test_x.py": 5}}
     rank = m.suite_order(mutant, seconds, killers, texts)
     assert sorted(rank, key=rank.get) == [
-        "tests/test_cli.py",  # killed another mutant of nmt/search.py
+        "tests/test_cli.py",  # killed another mutant of nmt/decoding/search.py
         "tests/test_api.py",  # names the module
         "tests/test_x.py", "tests/test_docs.py",  # the rest, quickest first
         "tests/test_search.py"]  # the fast subset, which passed already

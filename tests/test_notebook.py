@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nmt.train import Trainer
+from nmt.training.trainer import Trainer
 from tests.test_train import MODELS, tiny_config
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Tests for nmt.plotting: files are real images, non-ASCII text renders, shapes are checked."""
+"""Tests for nmt.core.plotting: files are real images, non-ASCII text renders, shapes are checked."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nmt.errors import NMTError
-from nmt.plotting import plot_grid, plot_heatmap, plot_lines, save_gif
+from nmt.core.errors import NMTError
+from nmt.core.plotting import plot_grid, plot_heatmap, plot_lines, save_gif
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

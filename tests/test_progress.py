@@ -1,4 +1,4 @@
-"""nmt.progress: the ETA arithmetic, and plain lines whenever the output is not a terminal."""
+"""nmt.core.progress: the ETA arithmetic, and plain lines whenever the output is not a terminal."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from nmt.progress import (
+from nmt.core.progress import (
     Budget,
     TrainDisplay,
     counting,

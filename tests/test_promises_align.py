@@ -15,14 +15,7 @@ import pytest
 from nmt.align.attribution import _chunks
 from nmt.align.bidirectional import flip_record, symmetrized_records
 from nmt.align.extract import forced_weights
-from nmt.align.guided import teacher_aer
-from nmt.align.io import (
-    AlignmentRecord,
-    format_pharaoh,
-    load_gold,
-    read_gold,
-    read_pairs,
-)
+from nmt.align.io import load_gold
 from nmt.align.metrics import (
     alignment_error_rate,
     alignment_summary,
@@ -31,8 +24,11 @@ from nmt.align.metrics import (
     eos_mass,
     mass_on,
 )
+from nmt.align.records import AlignmentRecord
 from nmt.align.words import links_from_matrix, reading, word_matrix
-from nmt.errors import NMTError
+from nmt.core.errors import NMTError
+from nmt.data.links import format_pharaoh, read_gold, read_pairs
+from nmt.training.guided import teacher_aer
 from tests.conftest import tiny_model
 from tests.test_alignment import gold
 

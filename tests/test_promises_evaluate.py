@@ -1,4 +1,4 @@
-"""Promises of nmt/evaluate.py: every setting the printed sacreBLEU signatures claim holds
+"""Promises of nmt/decoding/evaluate.py: every setting the printed sacreBLEU signatures claim holds
 for the scores themselves (cased, 13a tokenisation, exponential smoothing, one reference,
 chrF with character 6-grams and no word n-grams), and BLEU by source length uses word
 buckets with the stated boundaries and the same settings."""
@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from nmt.evaluate import bleu_by_length, bleu_chrf
+from nmt.decoding.evaluate import bleu_by_length, bleu_chrf
 
 
 def _fields(signature: str) -> dict[str, str]:
@@ -17,7 +17,7 @@ def _fields(signature: str) -> dict[str, str]:
 
 
 def test_the_signatures_claim_the_default_settings():
-    """nmt.evaluate:bleu_chrf — "sacreBLEU defaults: cased, 13a tokenisation" with
+    """nmt.decoding.evaluate:bleu_chrf — "sacreBLEU defaults: cased, 13a tokenisation" with
     signatures: one reference, mixed case, 13a, exp smoothing; chrF: 6 character n-grams,
     no word n-grams (chrF, not chrF++), whitespace ignored."""
     out = bleu_chrf(["a dog runs ."], ["a dog runs ."])
@@ -30,7 +30,7 @@ def test_the_signatures_claim_the_default_settings():
 
 
 def test_scores_are_case_sensitive():
-    """nmt.evaluate:bleu_chrf — case:mixed: a hypothesis differing only in case scores
+    """nmt.decoding.evaluate:bleu_chrf — case:mixed: a hypothesis differing only in case scores
     below a perfect one in BLEU and in chrF."""
     refs = ["The Dog runs over The Green Meadow"]
     same, lower = bleu_chrf(refs, refs), bleu_chrf([refs[0].lower()], refs)
@@ -39,14 +39,14 @@ def test_scores_are_case_sensitive():
 
 
 def test_bleu_tokenises_with_13a():
-    """nmt.evaluate:bleu_chrf — tok:13a splits punctuation off words, so "meadow." and
+    """nmt.decoding.evaluate:bleu_chrf — tok:13a splits punctuation off words, so "meadow." and
     "meadow ." are the same tokens (with no tokenisation they would not be)."""
     out = bleu_chrf(["a dog runs over the meadow."], ["a dog runs over the meadow ."])
     assert out["bleu"] == 100.0
 
 
 def test_bleu_smooths_exponentially_by_hand():
-    """nmt.evaluate:bleu_chrf — smooth:exp: a missing 4-gram match gives precision
+    """nmt.decoding.evaluate:bleu_chrf — smooth:exp: a missing 4-gram match gives precision
     1 / (2 * count) instead of zero. hyp "the cat sat on mat", ref "the cat sat in mat":
     precisions 4/5, 2/4, 1/3 and (no match) 1/(2*2); same length, so no brevity penalty."""
     out = bleu_chrf(["the cat sat on mat"], ["the cat sat in mat"])
@@ -57,7 +57,7 @@ def test_bleu_smooths_exponentially_by_hand():
 
 
 def test_both_scores_are_sacrebleus_to_two_decimals():
-    """nmt.evaluate:bleu_chrf — the scores users compare across tools: sacreBLEU's corpus
+    """nmt.decoding.evaluate:bleu_chrf — the scores users compare across tools: sacreBLEU's corpus
     BLEU and chrF, each rounded to two decimals (not one: this pair's scores differ in the
     second decimal)."""
     import sacrebleu
@@ -71,7 +71,7 @@ def test_both_scores_are_sacrebleus_to_two_decimals():
 
 
 def test_bleu_is_corpus_level_not_a_mean_of_sentences():
-    """nmt.evaluate:bleu_chrf — "Corpus BLEU": n-gram counts are summed over sentences
+    """nmt.decoding.evaluate:bleu_chrf — "Corpus BLEU": n-gram counts are summed over sentences
     (a perfect sentence plus a zero one is not the mean of 100 and 0)."""
     hyps = ["a b c d e f g h", "x"]
     refs = ["a b c d e f g h", "y"]
@@ -81,7 +81,7 @@ def test_bleu_is_corpus_level_not_a_mean_of_sentences():
 
 
 def test_bleu_by_length_buckets_words_with_the_stated_boundaries():
-    """nmt.evaluate:bleu_by_length — buckets of source length in words: 1-9, 10-19, 20-29,
+    """nmt.decoding.evaluate:bleu_by_length — buckets of source length in words: 1-9, 10-19, 20-29,
     30-39, 40+ (a 10-word source is in 10-19, a 40-word one in 40+), empty buckets left
     out, each bucket scored with the same settings as bleu_chrf."""
     lengths = [9, 10, 19, 20, 40, 45]

@@ -11,12 +11,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt.config import LocalConfig, ModelConfig
-from nmt.errors import NMTError
+from nmt.core.config import LocalConfig, ModelConfig
+from nmt.core.errors import NMTError
+from nmt.core.tokens import PAD
 from nmt.models import build_model
 from nmt.models.attention import DotScore, LocalWindow, attend, masked_softmax, override_weights
 from nmt.models.ensemble import Ensemble
-from nmt.tokens import PAD
 from tests.conftest import FAMILIES, VOCAB, random_batch, tiny_model
 
 

@@ -1,4 +1,4 @@
-"""Promises of nmt/search.py's docstrings that no other test pinned: batched beam search
+"""Promises of nmt/decoding/search.py's docstrings that no other test pinned: batched beam search
 equals sentence-by-sentence search (finished sentences leave the batch), no hypothesis
 with an impossible score, what `sample` returns as the score, and `filter_top`'s edges."""
 
@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from nmt.search import beam_search, filter_top, greedy, sample
-from nmt.tokens import BOS, EOS, PAD
+from nmt.core.tokens import BOS, EOS, PAD
+from nmt.decoding.search import beam_search, filter_top, greedy, sample
 from tests.conftest import random_batch, tiny_model
 from tests.test_equations_search import SRC, Scripted
 
@@ -19,7 +19,7 @@ A, B = 4, 5
 
 @pytest.mark.parametrize("name", ["bahdanau", "transformer"])
 def test_batched_beam_search_is_sentence_by_sentence_search(name):
-    """nmt.search:beam_search — "Finished sentences leave the batch (their rows are dropped
+    """nmt.decoding.search:beam_search — "Finished sentences leave the batch (their rows are dropped
     with `reorder`)": dropping rows changes nothing, each sentence's n-best is the one it
     gets alone, whatever the lengths of the others (so they finish at different steps)."""
     model = tiny_model(name, seed=2)
@@ -34,7 +34,7 @@ def test_batched_beam_search_is_sentence_by_sentence_search(name):
 
 
 def test_a_sentence_at_its_length_limit_leaves_the_batch():
-    """nmt.search:beam_search — a sentence ends at its length limit (max_lengths) even with
+    """nmt.decoding.search:beam_search — a sentence ends at its length limit (max_lengths) even with
     fewer than `beam` finished hypotheses, and its rows leave the batch at that step: the
     other sentence decodes alone from the next step on."""
     model = tiny_model("bahdanau", seed=2)
@@ -55,7 +55,7 @@ def test_a_sentence_at_its_length_limit_leaves_the_batch():
 
 
 def test_beam_search_never_finishes_an_impossible_hypothesis():
-    """nmt.search:_finalise — only EOS candidates "with a finite score" finish: a beam wider
+    """nmt.decoding.search:_finalise — only EOS candidates "with a finite score" finish: a beam wider
     than the number of possible outputs returns the possible ones, never a -inf score."""
     only_one = Scripted({(): {A: 1.0}, (A,): {EOS: 1.0}})  # the one output: A
     hyps = beam_search(only_one, SRC, beam=4, alpha=0.0, n_best=4)[0]
@@ -64,7 +64,7 @@ def test_beam_search_never_finishes_an_impossible_hypothesis():
 
 
 def test_a_sentence_ends_when_beam_hypotheses_have_ended():
-    """nmt.search:beam_search — "a sentence ends when `beam` hypotheses have ended in EOS",
+    """nmt.decoding.search:beam_search — "a sentence ends when `beam` hypotheses have ended in EOS",
     even if a longer one would score better; Hypothesis.tokens are "without BOS/EOS"."""
     script = {(): {B: 0.9, EOS: 0.1}, (B,): {A: 0.8, EOS: 0.2}, (B, A): {EOS: 1.0}}
     assert greedy(Scripted(script), SRC) == [[B, A]]
@@ -77,7 +77,7 @@ def test_a_sentence_ends_when_beam_hypotheses_have_ended():
 
 
 def test_sample_returns_the_models_own_log_probability_eos_included():
-    """nmt.search:sample — the score is the sum of the model's log-probabilities of the
+    """nmt.decoding.search:sample — the score is the sum of the model's log-probabilities of the
     drawn tokens and of the final EOS, not of the temperature-scaled distribution."""
     script = {(): {A: 0.6, EOS: 0.4}, (A,): {B: 0.7, EOS: 0.3}, (A, B): {EOS: 0.9, A: 0.1}}
     for temperature in (0.5, 3.0):  # top_k=1: the draw is the arg-max, the score the model's
@@ -88,7 +88,7 @@ def test_sample_returns_the_models_own_log_probability_eos_included():
 
 
 def test_filter_top_always_keeps_the_best_token():
-    """nmt.search:filter_top — "the best always stays", even when top_p is below the
+    """nmt.decoding.search:filter_top — "the best always stays", even when top_p is below the
     best token's own probability (down to 0) and with -inf (banned) entries in the row."""
     logits = torch.log(torch.tensor([[0.1, 0.6, 0.3, 0.0]]))
     for top_p in (0.0, 1e-9, 0.5):
@@ -100,7 +100,7 @@ def test_filter_top_always_keeps_the_best_token():
 
 
 def test_sampling_never_draws_pad_or_bos_even_when_the_model_prefers_them():
-    """nmt.search:sample — "PAD and BOS are never drawn (`constrain`)", even from a model
+    """nmt.decoding.search:sample — "PAD and BOS are never drawn (`constrain`)", even from a model
     that puts almost all its mass on them."""
     model = tiny_model("bahdanau")
     with torch.no_grad():

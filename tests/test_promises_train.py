@@ -1,4 +1,4 @@
-"""Promises of nmt/train.py's docstrings that no other test pinned: what the loss sums
+"""Promises of nmt/training/trainer.py's docstrings that no other test pinned: what the loss sums
 (label-smoothed cross-entropy over real target tokens only), which budget ends a run
 (0 = no limit, earlier sessions' time counted), and the final validation."""
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from nmt.data.batching import collate
-from nmt.train import Trainer, loss_fn
+from nmt.training.trainer import Trainer, loss_fn
 from tests.conftest import tiny_model
 
 PAIRS = [([5, 6, 7, 8, 9, 3], [10, 11, 12, 13]), ([14, 15, 3], [16]), ([17, 18, 19, 3], [20, 21])]
@@ -24,7 +24,7 @@ def _batch(pairs):
 
 @pytest.mark.parametrize("name", ["bahdanau", "transformer"])
 def test_loss_is_label_smoothed_cross_entropy_summed_over_real_tokens(name):
-    """nmt.train:loss_fn — "Label-smoothed cross-entropy summed over real target tokens
+    """nmt.training.trainer:loss_fn — "Label-smoothed cross-entropy summed over real target tokens
     (padding excluded)": a padded batch's loss is the sum of its sentences' losses alone,
     each (1 - e) * -log p(y) + e * mean_v -log p(v) per token, EOS included."""
     model = tiny_model(name)
@@ -51,7 +51,7 @@ def _fake(step=0, epoch=0, stale=0, base=0.0, **train):
 
 
 def test_each_budget_ends_the_run_and_zero_means_no_limit():
-    """nmt.train:Trainer.out_of_budget — whichever of train.max_steps, max_minutes,
+    """nmt.training.trainer:Trainer.out_of_budget — whichever of train.max_steps, max_minutes,
     max_epochs or patience (validations without BLEU gain) is reached first ends the run;
     0 turns a limit off. Trainer.elapsed — earlier sessions (before --resume) count."""
     out = Trainer.out_of_budget
@@ -68,7 +68,7 @@ def test_each_budget_ends_the_run_and_zero_means_no_limit():
 
 
 def test_the_run_ends_with_one_validation_at_its_last_step():
-    """nmt.train:Trainer._finish — a run that ends on its budget validates (and saves) at
+    """nmt.training.trainer:Trainer._finish — a run that ends on its budget validates (and saves) at
     its last step unless it has just validated there; a signal does not validate."""
     calls = []
     for history, step, reason, validates in (([], 5, "reached", True),
@@ -83,7 +83,7 @@ def test_the_run_ends_with_one_validation_at_its_last_step():
 
 
 def test_logged_loss_throughput_and_patience_in_a_real_run(data_root, tmp_path, monkeypatch):
-    """nmt.train:Trainer._loop and _validate_and_save — each `train` record's loss is the
+    """nmt.training.trainer:Trainer._loop and _validate_and_save — each `train` record's loss is the
     token-weighted mean of the step losses since the last record, and its tokens_per_s
     those steps' target tokens over their seconds; each `valid` record's
     train_tokens_per_s is all target tokens over the seconds spent in training steps; a
@@ -132,7 +132,7 @@ def test_logged_loss_throughput_and_patience_in_a_real_run(data_root, tmp_path, 
 
 
 def test_each_epoch_has_its_own_batch_order_and_the_same_one_again(data_root, tmp_path):
-    """nmt.train:Trainer.epoch_batches — shuffled with seed train.seed + epoch: no two
+    """nmt.training.trainer:Trainer.epoch_batches — shuffled with seed train.seed + epoch: no two
     epochs of a run share an order (small seeds included), and an epoch asked for again
     (a resumed run) gets the same one."""
     from tests.test_train import MODELS, tiny_config
@@ -148,7 +148,7 @@ def test_each_epoch_has_its_own_batch_order_and_the_same_one_again(data_root, tm
 
 
 def test_validation_loss_is_the_plain_cross_entropy_per_target_token(data_root, tmp_path):
-    """nmt.train:Trainer.validate — "Validation loss/perplexity on the chosen sentences":
+    """nmt.training.trainer:Trainer.validate — "Validation loss/perplexity on the chosen sentences":
     the cross-entropy per real target token without the training's label smoothing, and
     its exponential."""
     from tests.test_train import MODELS, tiny_config
@@ -165,12 +165,13 @@ def test_validation_loss_is_the_plain_cross_entropy_per_target_token(data_root, 
 
 
 def test_validation_bleu_is_greedy_whatever_decode_beam_says(data_root, tmp_path, monkeypatch):
-    """nmt.train:Trainer.validate — "greedy BLEU and chrF": with decode.beam 3 validation
+    """nmt.training.trainer:Trainer.validate — "greedy BLEU and chrF": with decode.beam 3 validation
     still searches greedily (beam search is never called) and scores what greedy search
     translates."""
-    import nmt.translate
-    from nmt.config import config_from_dict, config_to_dict
-    from nmt.evaluate import bleu_chrf
+    import nmt.decoding.translate
+    from nmt.core.config import config_to_dict
+    from nmt.decoding.evaluate import bleu_chrf
+    from nmt.models.checks import config_from_dict
     from tests.test_train import MODELS, tiny_config
 
     cfg = tiny_config(data_root, tmp_path, "greedy", MODELS["bahdanau"])
@@ -180,18 +181,18 @@ def test_validation_bleu_is_greedy_whatever_decode_beam_says(data_root, tmp_path
     def no_beam(*args, **kwargs):
         raise AssertionError("validation ran beam search")
 
-    greedy = nmt.translate.translate_ids(trainer.model.eval(), trainer.data.vocab,
+    greedy = nmt.decoding.translate.translate_ids(trainer.model.eval(), trainer.data.vocab,
                                          trainer.data.valid_src, cfg.decode, beam=1)
-    monkeypatch.setattr(nmt.translate, "beam_search", no_beam)
+    monkeypatch.setattr(nmt.decoding.translate, "beam_search", no_beam)
     record = trainer.validate()
     assert record["bleu"] == bleu_chrf(greedy, trainer.data.valid_refs)["bleu"]
 
 
 def test_the_display_gets_the_epochs_done_as_a_real_number(data_root, tmp_path, monkeypatch):
-    """nmt.progress:training_budget — "`position` is epochs done as a real number (epoch +
+    """nmt.core.progress:training_budget — "`position` is epochs done as a real number (epoch +
     batch / batches)": what the training loop passes the display after each step, which
     the max_epochs ETA is computed from."""
-    from nmt.progress import TrainDisplay
+    from nmt.core.progress import TrainDisplay
     from tests.test_train import MODELS, tiny_config
 
     positions = []
@@ -206,7 +207,7 @@ def test_the_display_gets_the_epochs_done_as_a_real_number(data_root, tmp_path, 
 
 
 def test_max_epochs_ends_a_real_run_after_that_many_passes(tmp_path):
-    """nmt.train:Trainer._loop and out_of_budget — "max_epochs" counted by the loop: a run
+    """nmt.training.trainer:Trainer._loop and out_of_budget — "max_epochs" counted by the loop: a run
     with train.max_epochs 2 (and no other limit that it reaches) takes every batch of
     epoch 0, then of epoch 1, and stops there, at epoch 2."""
     from nmt.data.corpora import ensure_synth

@@ -24,16 +24,16 @@ import pytest
 import torch
 import yaml
 
-import nmt.checkpoint
-import nmt.train
-from nmt.checkpoint import FORMAT, load_checkpoint, save_checkpoint
-from nmt.config import load_config
+import nmt.core.checkpoint
+import nmt.training.trainer
+from nmt.core.checkpoint import FORMAT, load_checkpoint, save_checkpoint
+from nmt.core.errors import NMTError
 from nmt.data.corpora import SYNTH_PAIR
 from nmt.data.subwords import encode_split, prepare_vocab
 from nmt.data.synth import write_synth
-from nmt.errors import NMTError
-from nmt.rundir import load_run
-from nmt.train import Trainer
+from nmt.models.checks import load_config
+from nmt.models.runs import load_run
+from nmt.training.trainer import Trainer
 from tests.test_cli import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -166,7 +166,7 @@ def test_failed_save_keeps_the_previous_checkpoint(failure, tmp_path, monkeypatc
     if failure == "torch.save raises":
         monkeypatch.setattr(torch, "save", _failing_torch_save)
     else:  # the real torch.save, writing to a disk that runs out of space
-        monkeypatch.setattr(nmt.checkpoint, "open", lambda p, mode: _FullDisk(p, "wb"),
+        monkeypatch.setattr(nmt.core.checkpoint, "open", lambda p, mode: _FullDisk(p, "wb"),
                             raising=False)
     with pytest.raises(NMTError, match="previous checkpoint is intact") as info:
         save_checkpoint(path, {"model": {"w": torch.zeros(50_000)}, "progress": {"step": 2}})
@@ -253,7 +253,7 @@ def test_signal_saves_and_resume_continues(signum, corpus, tmp_path):
 def _nan_on(monkeypatch, bad) -> list[int]:
     """Make the training loss NaN on the training calls `bad(n)` (n counts from 1);
     validation keeps the real loss. Returns the list of training calls seen."""
-    real, calls = nmt.train.loss_fn, []
+    real, calls = nmt.training.trainer.loss_fn, []
 
     def loss_fn(model, batch, smoothing, guided=None):
         loss = real(model, batch, smoothing, guided)
@@ -263,7 +263,7 @@ def _nan_on(monkeypatch, bad) -> list[int]:
                 return loss * float("nan")
         return loss
 
-    monkeypatch.setattr(nmt.train, "loss_fn", loss_fn)
+    monkeypatch.setattr(nmt.training.trainer, "loss_fn", loss_fn)
     return calls
 
 

@@ -1,4 +1,4 @@
-"""Tests for nmt.report (`nmt compare`): hand-made run directories, one report built per module."""
+"""Tests for nmt.report.compare (`nmt compare`): hand-made run directories, one report built per module."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ import pytest
 import torch
 from torch import nn
 
-from nmt.align.io import AlignmentRecord, save_alignments
-from nmt.checkpoint import save_checkpoint
-from nmt.config import config_from_dict, save_config
-from nmt.errors import NMTError
-from nmt.report import FIXED, FIXED_NOTE, compare_runs, count_parameters, format_cell
+from nmt.align.io import save_alignments
+from nmt.align.records import AlignmentRecord
+from nmt.core.checkpoint import save_checkpoint
+from nmt.core.config import save_config
+from nmt.core.errors import NMTError
+from nmt.models.checks import config_from_dict
+from nmt.report.compare import FIXED, FIXED_NOTE, compare_runs, count_parameters, format_cell
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SIG_BLEU = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"

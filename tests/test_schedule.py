@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from nmt.config import TrainConfig, config_from_dict
-from nmt.errors import NMTError
-from nmt.schedule import Schedule, budget_used
+from nmt.core.config import TrainConfig
+from nmt.core.errors import NMTError
+from nmt.models.checks import config_from_dict
+from nmt.training.schedule import Schedule, budget_used
 from tests.test_train import MODELS, tiny_config
 
 
@@ -43,7 +44,7 @@ def test_linear_without_a_budget_is_refused_naming_the_keys():
 
 
 def test_a_linear_run_logs_rates_that_fall_to_nearly_zero(data_root, tmp_path):
-    from nmt.train import Trainer
+    from nmt.training.trainer import Trainer
 
     cfg = tiny_config(data_root, tmp_path, "lin", MODELS["bahdanau"], schedule="linear",
                       max_steps=60, warmup=10, log_every=10, lr=0.01)
@@ -59,8 +60,8 @@ def test_every_rank_steps_with_rank_0s_budget_fraction(data_root, tmp_path, monk
     fraction rank 0 broadcasts with its stop decision, or DDP replicas drift apart.
     Here "rank 0" reports half the budget spent while this process's own count says
     0, 1/3 and 2/3 of its 3 steps: the rate applied must be the broadcast one."""
-    import nmt.train as train_module
-    from nmt.train import Trainer
+    import nmt.training.trainer as train_module
+    from nmt.training.trainer import Trainer
 
     real = train_module.dist.broadcast
 
@@ -88,7 +89,7 @@ def test_every_rank_steps_with_rank_0s_budget_fraction(data_root, tmp_path, monk
 
 
 def test_plateau_cuts_the_rate_after_patience_validations_without_gain():
-    """nmt.schedule:Schedule — `plateau`: the rate (warmup included) is multiplied by
+    """nmt.training.schedule:Schedule — `plateau`: the rate (warmup included) is multiplied by
     train.plateau_factor once train.plateau_patience validations in a row bring no gain
     (a tie is no gain), and a gain starts the count again; the other schedules ignore
     validations; the state round-trips through state_dict (resume)."""

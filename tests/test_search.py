@@ -2,7 +2,7 @@
 
 import torch
 
-from nmt.search import beam_search, greedy, max_lengths
+from nmt.decoding.search import beam_search, greedy, max_lengths
 from tests.conftest import random_batch, tiny_model
 
 

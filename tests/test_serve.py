@@ -25,9 +25,10 @@ httpx = pytest.importorskip("httpx", reason="pip install -e '.[serve]'")
 
 import nmt  # noqa: E402
 from nmt.align.bidirectional import flip_record, symmetrized_records  # noqa: E402
-from nmt.config import config_from_dict, config_to_dict  # noqa: E402
+from nmt.core.config import config_to_dict  # noqa: E402
+from nmt.models.checks import config_from_dict  # noqa: E402
 from nmt.serve.runs import MAX_CHARS, MAX_WORDS  # noqa: E402
-from nmt.train import Trainer  # noqa: E402
+from nmt.training.trainer import Trainer  # noqa: E402
 from tests.serve_page import ask, open_url  # noqa: E402
 from tests.test_cli import assert_user_error, run_cli  # noqa: E402
 from tests.test_train import MODELS, short_pairs, tiny_config  # noqa: E402

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from nmt.align.io import GoldAlignment, load_alignments
+from nmt.align.io import load_alignments
 from nmt.align.metrics import alignment_error_rate
 from nmt.align.statistical import (
     INSTALL_HINT,
@@ -20,8 +20,9 @@ from nmt.align.statistical import (
     statistical_links,
     statistical_records,
 )
+from nmt.core.errors import NMTError
 from nmt.data.corpora import ensure_synth
-from nmt.errors import NMTError
+from nmt.data.links import GoldAlignment
 from tests.test_align import cli
 from tests.test_train import MODELS, tiny_config
 
@@ -92,8 +93,8 @@ def test_eflomal_recovers_a_known_alignment(fast_eflomal):
 def small_run(tmp_path_factory):
     """A barely trained Bahdanau run on a 300-pair synthetic corpus: the statistical row
     needs only its corpus; the run's own rows sit beside it."""
-    from nmt.evaluate import evaluate_run
-    from nmt.train import Trainer
+    from nmt.decoding.evaluate import evaluate_run
+    from nmt.training.trainer import Trainer
 
     root = tmp_path_factory.mktemp("data")
     ensure_synth(root, sizes={"train": 300, "val": 20, "test": 30})

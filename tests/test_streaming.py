@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 import nmt
-from nmt.config import DecodeConfig
-from nmt.errors import NMTError
-from nmt.train import Trainer
-from nmt.translate import translate_ids, write_translations
+from nmt.cli.output import write_translations
+from nmt.core.config import DecodeConfig
+from nmt.core.errors import NMTError
+from nmt.decoding.translate import translate_ids
+from nmt.training.trainer import Trainer
 from tests.test_train import MODELS, short_pairs, tiny_config
 
 REPO = Path(__file__).resolve().parents[1]

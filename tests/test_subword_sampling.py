@@ -6,14 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nmt.config import config_from_dict, config_to_dict
+from nmt.core.config import config_to_dict
+from nmt.core.errors import NMTError
+from nmt.core.tokens import EOS
 from nmt.data.batching import filter_long
 from nmt.data.corpora import load_split
 from nmt.data.subwords import encode_split, prepare_vocab
-from nmt.errors import NMTError
-from nmt.tokens import EOS
-from nmt.train import Trainer
-from nmt.train_data import sampled_examples
+from nmt.models.checks import config_from_dict
+from nmt.training.batches import sampled_examples
+from nmt.training.trainer import Trainer
 from tests.test_train import MODELS, tiny_config
 
 

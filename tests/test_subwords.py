@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 import sentencepiece
 
-from nmt.config import Config, config_from_dict
+from nmt.core.config import Config
+from nmt.core.errors import NMTError
+from nmt.core.tokens import BOS, EOS, PAD, UNK
 from nmt.data.corpora import write_corpus
 from nmt.data.subwords import Vocab, encode_split, prepare_vocab
-from nmt.errors import NMTError
-from nmt.tokens import BOS, EOS, PAD, UNK
+from nmt.models.checks import config_from_dict
 
 DE_TEXT = ("ein eine der die das zwei drei mann frau kind hund katze mädchen junge spielt "
            "läuft isst trinkt liest sitzt steht auf im am unter über neben grünen roten "

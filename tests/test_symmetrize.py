@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nmt.align.symmetrize import HEURISTICS, agreement, flip_links, symmetrize
-from nmt.errors import NMTError
+from nmt.core.errors import NMTError
+from nmt.data.symmetrize import HEURISTICS, agreement, flip_links, symmetrize
 
 # 4 x 4 pair. Both directions agree on the diagonal 0-0, 1-1, 2-2; the forward model also
 # links source 3 to target 2, the backward one source 0 to target 3.

@@ -8,8 +8,8 @@ from collections import defaultdict
 
 import pytest
 
-from nmt.align.io import parse_pharaoh
 from nmt.data import synth
+from nmt.data.links import parse_pharaoh
 from nmt.data.synth import SynthPair
 
 SMALL = {"train": 300, "val": 40, "test": 40}

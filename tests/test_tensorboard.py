@@ -8,8 +8,8 @@ import sys
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from nmt.errors import NMTError
-from nmt.train import Trainer
+from nmt.core.errors import NMTError
+from nmt.training.trainer import Trainer
 from tests.test_train import MODELS, tiny_config
 
 

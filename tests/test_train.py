@@ -9,14 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.config import config_from_dict, config_to_dict
+from nmt.core.config import config_to_dict
+from nmt.core.tokens import PAD
 from nmt.data.batching import collate, iterate_batches, join_pairs
 from nmt.data.corpora import SYNTH_PAIR
-from nmt.evaluate import bleu_chrf
-from nmt.rundir import load_run
-from nmt.tokens import PAD
-from nmt.train import Trainer, loss_fn
-from nmt.translate import translate_ids
+from nmt.decoding.evaluate import bleu_chrf
+from nmt.decoding.translate import translate_ids
+from nmt.models.checks import config_from_dict
+from nmt.models.runs import load_run
+from nmt.training.trainer import Trainer, loss_fn
 
 MODELS = {
     "fixed_context": {"family": "fixed_context", "bidirectional": False},
@@ -123,11 +124,11 @@ class _TwoGroups:
 
 def test_the_optimiser_takes_the_models_parameter_groups_in_training_and_adapt(
         data_root, tmp_path, monkeypatch):
-    """Seq2Seq.param_groups: nmt.optim.build_optimizer (training and --adapt alike) gives
+    """Seq2Seq.param_groups: nmt.training.optim.build_optimizer (training and --adapt alike) gives
     each group its scale of the rate, so Adam's first step moves the output layer about a
     tenth as far as the rest."""
-    from nmt.align.adapt import adapt_copy
     from nmt.models.base import Seq2Seq
+    from nmt.training.adapt import adapt_copy
 
     monkeypatch.setattr(Seq2Seq, "param_groups", _TwoGroups.param_groups)
     cfg = tiny_config(data_root, tmp_path, "groups", MODELS["bahdanau"], max_steps=1,
@@ -154,7 +155,7 @@ def test_the_optimiser_is_torchs_fused_adam_with_the_same_update_as_the_default(
     """build_optimizer takes torch's fused Adam on the CPU; three steps of it move a model
     as the per-tensor Adam with the same betas, eps and groups does."""
     from nmt.models.base import Seq2Seq
-    from nmt.optim import build_optimizer
+    from nmt.training.optim import build_optimizer
     from tests.numpy_ref import build
 
     fused_model = build("bahdanau", seed=3, emb_size=6, hidden_size=5)
@@ -299,7 +300,7 @@ def test_train_compile_runs_the_training_pass_compiled_and_keeps_plain_checkpoin
 def test_precision_auto_is_bf16_exactly_where_the_device_multiplies_bf16_natively(monkeypatch):
     """train.precision: fp32 and bf16 are taken as written; auto is bf16 on a CPU with
     AVX512-BF16 or AMX tiles (or a GPU with bf16) and fp32 elsewhere."""
-    from nmt import distributed as dist
+    from nmt.training import distributed as dist
 
     cpu = torch.device("cpu")
     assert dist.training_dtype(cpu, "fp32") == torch.float32

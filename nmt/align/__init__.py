@@ -1,8 +1,13 @@
-"""Word alignments from trained models.
+"""Alignment: word alignments read out of trained models, and how good they are.
 
-extract   matrices from a model (teacher-forced attention)
-io        gold files, Pharaoh links, the npz export of records
-words     piece -> word reduction, readings of multi-layer attention, hard links
-metrics   AER, the diagonal baseline, entropy, EOS mass
-export    what `nmt align` does: align, save, plot, summarise
+extract        matrices from a model (teacher-forced attention), by method (`METHODS`)
+attribution    gradient saliency, the method for models without attention
+io             alignment records and their npz export; the corpus's gold file
+words          piece -> word reduction, readings of multi-layer attention, hard links
+metrics        AER, the diagonal baseline, entropy, EOS mass
+bidirectional  both directions of a pair of runs, symmetrised
+statistical    eflomal beside the models (and the teacher of guided training)
+guided         how a guided run is read
+
+May import nmt.core, nmt.data and nmt.models.
 """

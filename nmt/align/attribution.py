@@ -21,12 +21,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from nmt.core.progress import tick
+from nmt.core.tokens import BOS, EOS, PAD
 from nmt.data.batching import pad
 from nmt.models.base import Seq2Seq
-from nmt.progress import tick
-from nmt.tokens import BOS, EOS, PAD
 
-METHODS = ("attention", "saliency")
 SENTENCES_PER_CHUNK = 64
 CELLS_PER_CHUNK = 2 ** 18  # sentences x target x source positions per chunk: bounds the
 # memory the backward passes keep (an RNN decoder keeps (S, H) per step and sentence)
@@ -71,7 +70,7 @@ def saliency_weights(model: Seq2Seq, src_ids: list, tgt_ids: list,
         for row, i in enumerate(chunk):
             T, S = len(tgt_ids[i]) + 1, len(src_ids[i])
             out[i] = normalise_rows(scores[row, :T, :S])[None, None].astype(np.float32)
-        tick(len(chunk))  # sentences done, for a progress bar (nmt.progress)
+        tick(len(chunk))  # sentences done, for a progress bar (nmt.core.progress)
     return out
 
 

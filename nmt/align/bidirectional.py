@@ -16,18 +16,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from nmt.align.io import AlignmentRecord, Link
-from nmt.align.symmetrize import (
+from nmt.align.records import AlignmentRecord
+from nmt.align.words import WORD_START, links_from_matrix
+from nmt.core.config import Config
+from nmt.core.errors import NMTError
+from nmt.core.tokens import EOS_PIECE
+from nmt.data.links import Link
+from nmt.data.symmetrize import (
     AGREEMENT,
     DEFAULT_AGREEMENT,
     agreement,
     flip_links,
     symmetrize,
 )
-from nmt.align.words import WORD_START, links_from_matrix
-from nmt.config import Config
-from nmt.errors import NMTError
-from nmt.tokens import EOS_PIECE
 
 
 def check_reverse(forward: Config, reverse: Config, forward_run: str, reverse_run: str) -> None:

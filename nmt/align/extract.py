@@ -20,17 +20,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nmt.align.attribution import METHODS, saliency_weights
-from nmt.align.io import AlignmentRecord, corpus_gold, load_gold, save_alignments, write_links
+from nmt.align.attribution import saliency_weights
+from nmt.align.guided import reading_of
+from nmt.align.io import load_gold, save_alignments, write_links
 from nmt.align.metrics import alignment_summary
+from nmt.align.names import ATTENTION, SALIENCY
+from nmt.align.records import AlignmentRecord
 from nmt.align.words import join_pieces, links_from_matrix, pieces_to_words, word_matrix
-from nmt.config import Config
+from nmt.core.config import Config
+from nmt.core.errors import NMTError
+from nmt.core.progress import tick
+from nmt.core.tokens import BOS, EOS, EOS_PIECE
 from nmt.data.batching import pad
+from nmt.data.links import corpus_gold
 from nmt.data.subwords import Vocab
-from nmt.errors import NMTError
 from nmt.models.base import Seq2Seq
-from nmt.progress import tick
-from nmt.tokens import BOS, EOS, EOS_PIECE
 
 
 @torch.no_grad()
@@ -54,7 +58,7 @@ def forced_weights(model: Seq2Seq, src_ids: list, tgt_ids: list, batch_size: int
         for row, i in enumerate(chunk):
             T, S = len(tgt_ids[i]) + 1, len(src_ids[i])
             out[i] = attn[row, :, :, :T, :S].float().numpy()
-        tick(len(chunk))  # sentences done, for a progress bar (nmt.progress)
+        tick(len(chunk))  # sentences done, for a progress bar (nmt.core.progress)
     return out
 
 
@@ -92,12 +96,28 @@ def reread(rec: AlignmentRecord, shifted: bool | None = None, layer: int | None 
     return dataclasses.replace(rec, word_weights=words, links=sorted(links_from_matrix(words)))
 
 
+# How alignments are read from a model, by name: the one list of methods (the CLI, the
+# config of `nmt align`, the server and its page take their names from here). Each gives
+# the raw (L, H, T+1, S) weights of every pair; make_record turns them into words and links.
+METHODS = {
+    ATTENTION: forced_weights,
+    SALIENCY: lambda model, src_ids, tgt_ids, full_context=False: saliency_weights(
+        model, src_ids, tgt_ids),
+}
+DEFAULT_METHOD = ATTENTION
+
+
+def method_for(model: Seq2Seq) -> str:
+    """The method a model is read with by default: its attention, or saliency without."""
+    return DEFAULT_METHOD if model.has_attention else SALIENCY
+
+
 def default_shifted(model: Seq2Seq, method: str, shifted: bool | None) -> bool:
     """The reading of `method`'s matrices: attention follows the family's own default
     (`model.alignment_reading`; naive for every family, measured for the Transformer)
     unless `shifted` is given; attributions have one row per predicted piece and are
     always read naively."""
-    if method != "attention":
+    if method != DEFAULT_METHOD:
         if shifted:
             raise NMTError(f"--reading shifted applies to attention only; {method} rows "
                            "already belong to the piece they predict: drop --reading")
@@ -106,7 +126,7 @@ def default_shifted(model: Seq2Seq, method: str, shifted: bool | None) -> bool:
 
 
 def collect(model: Seq2Seq, vocab: Vocab, src_ids: list, tgt_ids: list,
-            method: str = "attention", shifted: bool | None = None,
+            method: str = DEFAULT_METHOD, shifted: bool | None = None,
             full_context: bool = False, **kwargs) -> list[AlignmentRecord]:
     """Forced matrices of every pair as records (subword and word level, hard links):
     `method` "attention" (the model's weights; `full_context`: without the decoder's
@@ -114,10 +134,7 @@ def collect(model: Seq2Seq, vocab: Vocab, src_ids: list, tgt_ids: list,
     `meta["method"]` records which."""
     if method not in METHODS:
         raise NMTError(f"unknown alignment method {method!r}; use one of {', '.join(METHODS)}")
-    if method == "attention":
-        weights = forced_weights(model, src_ids, tgt_ids, full_context=full_context)
-    else:
-        weights = saliency_weights(model, src_ids, tgt_ids)
+    weights = METHODS[method](model, src_ids, tgt_ids, full_context=full_context)
     shifted = default_shifted(model, method, shifted)
     kwargs["meta"] = {**kwargs.get("meta", {}), "method": method}
     return [make_record(i, vocab, list(s), list(t), w, shifted=shifted, **kwargs)
@@ -128,7 +145,6 @@ def dump_split_alignments(model: Seq2Seq, vocab: Vocab, src_ids: list, tgt_ids: 
                           path: Path, cfg: Config) -> dict:
     """Forced attention of a whole split, saved in the `nmt align` format, plus its
     summary (AER against `<split>.gold` when the corpus has one, as the synthetic does)."""
-    from nmt.align.guided import reading_of
 
     records = collect(model, vocab, src_ids, tgt_ids, **reading_of(cfg),
                       meta={"mode": "forced", "family": cfg.model.family, "run": cfg.name})

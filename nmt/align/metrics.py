@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nmt.errors import NMTError
-
-if TYPE_CHECKING:  # io saves entropy in its index: import its types for annotations only
-    from nmt.align.io import AlignmentRecord, GoldAlignment, Link
+from nmt.align.records import AlignmentRecord
+from nmt.core.errors import NMTError
+from nmt.data.links import GoldAlignment, Link
 
 
 def alignment_error_rate(

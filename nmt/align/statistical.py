@@ -3,7 +3,7 @@
 eflomal is a Bayesian IBM-1 -> HMM -> HMM+fertility aligner fitted by Gibbs sampling. Like
 every statistical aligner it trains on the text it aligns: here the run's corpus training
 pairs plus the pairs being aligned. It gives one link set per direction (each target word
--> at most one source word, and the reverse); `nmt.align.symmetrize` joins them, and the
+-> at most one source word, and the reverse); `nmt.data.symmetrize` joins them, and the
 result is a 0/1 link matrix record (meta method=eflomal) scored by the same AER code as the
 models. eflomal is an optional extra: ``pip install -e '.[align]'``.
 
@@ -25,10 +25,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nmt.align.bidirectional import link_matrix, word_record
-from nmt.align.io import AlignmentRecord, Link, parse_pharaoh
-from nmt.align.symmetrize import symmetrize
-from nmt.config import Config
-from nmt.errors import NMTError
+from nmt.align.io import load_gold
+from nmt.align.metrics import alignment_summary
+from nmt.align.records import AlignmentRecord
+from nmt.core.config import Config
+from nmt.core.errors import NMTError
+from nmt.data.corpora import load_split
+from nmt.data.links import Link, corpus_gold, parse_pharaoh
+from nmt.data.symmetrize import DEFAULT_HEURISTIC, symmetrize
 
 INSTALL_HINT = ("the statistical aligner needs eflomal, an optional extra: "
                 "pip install -e '.[align]' (or .venv/bin/pip install eflomal==2.0.0)")
@@ -47,7 +51,7 @@ _EN_CLITIC = re.compile(r"(\w)('s|n't|'re|'ve|'ll|'d|'m)\b", re.IGNORECASE)
 def require_eflomal():
     """The eflomal module, or a one-line NMTError saying how to install it."""
     try:
-        import eflomal
+        import eflomal  # optional extra: pip install -e '.[align]'
     except ImportError:
         raise NMTError(INSTALL_HINT) from None
     return eflomal
@@ -149,12 +153,11 @@ def statistical_records(sources: Sequence[str], targets: Sequence[str],
 
 
 def statistical_rows(cfg: Config, sources: Sequence[str], targets: Sequence[str],
-                     from_corpus: bool, heuristics: Sequence[str] = ("grow-diag-final-and",),
+                     from_corpus: bool, heuristics: Sequence[str] = (DEFAULT_HEURISTIC,),
                      threads: int | None = None) -> list[tuple[str, list[AlignmentRecord], dict]]:
     """`(name, records, info)` rows for `nmt align --statistical`: eflomal trained on the
     corpus's training pairs plus the pairs (tokenised like them: `from_corpus` means the
     pairs are a split of the same corpus), one row per symmetrisation heuristic."""
-    from nmt.data.corpora import load_split
 
     require_eflomal()
     train = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, cfg.data.train)
@@ -170,13 +173,10 @@ def statistical_rows(cfg: Config, sources: Sequence[str], targets: Sequence[str]
     return rows
 
 
-def corpus_statistical(cfg: Config, split: str, heuristic: str = "grow-diag-final-and",
+def corpus_statistical(cfg: Config, split: str, heuristic: str = DEFAULT_HEURISTIC,
                        limit: int = 0) -> tuple[list[AlignmentRecord], dict]:
     """eflomal on a split of the run's corpus (for `nmt compare --statistical`): the records
     and their summary (AER and the diagonal's against the corpus gold, when it has one)."""
-    from nmt.align.io import corpus_gold, load_gold
-    from nmt.align.metrics import alignment_summary
-    from nmt.data.corpora import load_split
 
     sources, targets = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, split)
     if limit:

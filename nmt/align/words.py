@@ -8,8 +8,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from nmt.align.io import Link
-from nmt.errors import NMTError
+from nmt.core.errors import NMTError
+from nmt.data.links import Link
+from nmt.models.attention import supervised
 
 WORD_START = "\u2581"  # SentencePiece's "▁", marks a piece that begins a new word
 
@@ -118,7 +119,7 @@ def reading(weights: np.ndarray, shifted: bool | None = None, layer: int | None 
     if layer is None:
         mean = weights.mean((0, 1))  # (T+1, S)
     elif -L <= layer < L:
-        mean = weights[layer, :heads].mean(0)
+        mean = supervised(weights, layer, heads)
     else:
         raise NMTError(f"--layer {layer}: the model has {L} decoder layers (0..{L - 1})")
     return mean[1:] if shifted else mean[:-1]

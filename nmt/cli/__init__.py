@@ -13,7 +13,7 @@ import typer
 
 from nmt.cli import align, core, explore, lab, serve  # noqa: F401  (register commands)
 from nmt.cli.app import STATE, app
-from nmt.errors import NMTError
+from nmt.core.errors import NMTError
 
 __all__ = ["app", "main"]
 

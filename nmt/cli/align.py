@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from nmt.cli.app import Checkpoint, Method, app
+from nmt.cli.app import Checkpoint, Method, Symmetrization, app
+from nmt.data.symmetrize import DEFAULT_AGREEMENT
 
 
 class Mode(str, Enum):
@@ -25,15 +26,6 @@ class Reading(str, Enum):
 class Links(str, Enum):
     argmax = "argmax"
     threshold = "threshold"
-
-
-class Heuristic(str, Enum):
-    intersection = "intersection"
-    union = "union"
-    grow_diag = "grow-diag"
-    grow_diag_final = "grow-diag-final"
-    grow_diag_final_and = "grow-diag-final-and"
-    agreement = "agreement"
 
 
 class Format(str, Enum):
@@ -61,10 +53,10 @@ def align(
     threshold: Annotated[float, typer.Option(min=0.0, max=1.0, help="with --links threshold: every word pair with weight >= this")] = 0.5,
     method: Annotated[list[Method] | None, typer.Option(help="attention (default) or saliency: grad x input attribution, every family (repeatable)")] = None,
     reverse: Annotated[list[Path] | None, typer.Option(help="a run trained the other way on the same corpus, one per --run: adds its flipped and the symmetrised rows")] = None,
-    symmetrize: Annotated[list[Heuristic] | None, typer.Option(help="symmetrisation with --reverse (repeatable; default agreement: geometric mean of the two maps >= --agreement-threshold)")] = None,
-    agreement_threshold: Annotated[float | None, typer.Option(min=1e-6, max=1.0, help="link threshold of --symmetrize agreement [default: 0.2, chosen on validation gold: nmt.align.symmetrize.DEFAULT_AGREEMENT]")] = None,
+    symmetrize: Annotated[list[Symmetrization] | None, typer.Option(help="symmetrisation with --reverse (repeatable; default agreement: geometric mean of the two maps >= --agreement-threshold)")] = None,
+    agreement_threshold: Annotated[float | None, typer.Option(min=1e-6, max=1.0, help="link threshold of --symmetrize agreement [default: nmt.data.symmetrize.DEFAULT_AGREEMENT, chosen on validation gold]")] = None,
     adapt: Annotated[int, typer.Option(min=0, help="fine-tune a copy of each model on the pairs for N steps before aligning (the run is not changed)")] = 0,
-    adapt_lr: Annotated[float | None, typer.Option(min=1e-9, help="constant Adam learning rate for --adapt [default: 1e-3, nmt.align.adapt.DEFAULT_LR]")] = None,
+    adapt_lr: Annotated[float | None, typer.Option(min=1e-9, help="constant Adam learning rate for --adapt [default: 1e-3, nmt.training.adapt.DEFAULT_LR]")] = None,
     ensemble: Annotated[bool, typer.Option("--ensemble", help="add rows of the mean map of all --run (and of all --reverse, symmetrised): an ensemble of runs")] = False,
     statistical: Annotated[bool, typer.Option("--statistical", help="add a statistical aligner's row: eflomal trained on the run's corpus plus the pairs (pip install -e '.[align]')")] = False,
     over_training: Annotated[bool, typer.Option("--over-training", help="draw one validation sentence across training steps")] = False,
@@ -72,7 +64,8 @@ def align(
     checkpoint: Annotated[Checkpoint, typer.Option(help="which checkpoint: best, last, or averaged (nmt average)")] = Checkpoint.best,
 ) -> None:
     """Export attention matrices, hard links and plots; AER against gold alignments."""
-    from nmt.align.export import AlignOptions, align_runs, over_training_grid
+    from nmt.align.extract import DEFAULT_METHOD  # start-up: torch
+    from nmt.report.align import AlignOptions, align_runs, over_training_grid
 
     if over_training:
         for r in run:
@@ -82,11 +75,11 @@ def align(
         runs=list(run), out=out, split=split, pairs=pairs, src=list(src or []),
         tgt=list(tgt or []), mode=mode.value, gold=gold, one_based=one_based, limit=limit,
         plot=plot, fmt=fmt.value, layer=layer, reading=reading.value, links=links.value,
-        threshold=threshold, methods=[m.value for m in method or [Method.attention]],
+        threshold=threshold, methods=[m.value for m in method or []] or [DEFAULT_METHOD],
         reverse=list(reverse or []), symmetrize=[h.value for h in symmetrize or []],
         adapt=adapt, statistical=statistical, ensemble=ensemble, checkpoint=checkpoint.value,
         **({"adapt_lr": adapt_lr} if adapt_lr is not None else {}),
-        **({"agreement": agreement_threshold} if agreement_threshold is not None else {}))
+        agreement=DEFAULT_AGREEMENT if agreement_threshold is None else agreement_threshold)
     for name, row in align_runs(opts).items():
         typer.echo(f"{name:<24} {summary_line(row)}")
     typer.echo(f"wrote {out}")
@@ -112,7 +105,7 @@ def compare(
     statistical: Annotated[bool, typer.Option("--statistical", help="add eflomal's row and grid panel, trained on the corpus plus the split (pip install -e '.[align]')")] = False,
 ) -> None:
     """One Markdown + HTML report putting runs side by side."""
-    from nmt.report import compare_runs
+    from nmt.report.compare import compare_runs  # start-up: `nmt --help` imports no torch
 
     path = compare_runs(list(runs), out, split, sentence, statistical)
     typer.echo(f"wrote {path} and {path.with_suffix('.html')}")

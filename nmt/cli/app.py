@@ -8,6 +8,9 @@ from typing import Annotated
 
 import typer
 
+from nmt.align.names import METHOD_NAMES
+from nmt.data.symmetrize import SYMMETRIZATIONS
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train the classic attention lineage of NMT and see it align.")
 data_app = typer.Typer(no_args_is_help=True, help="Fetch, import, generate and prepare corpora.")
@@ -20,11 +23,9 @@ SetOpt = Annotated[list[str] | None, typer.Option(
 RunOpt = Annotated[Path, typer.Option("--run", "-r", help="run directory, e.g. runs/bahdanau")]
 
 
-class Method(str, Enum):
-    """How alignments are read from a model: its attention, or gradient saliency."""
-
-    attention = "attention"
-    saliency = "saliency"
+# Option choices built from the registries' names (nmt.align.names, nmt.data.symmetrize)
+Method = Enum("Method", {name: name for name in METHOD_NAMES}, type=str)
+Symmetrization = Enum("Symmetrization", {name: name for name in SYMMETRIZATIONS}, type=str)
 
 
 class Checkpoint(str, Enum):

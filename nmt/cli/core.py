@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from nmt.cli.app import Checkpoint, ConfigOpt, Method, RunOpt, SetOpt, app, data_app
-from nmt.errors import NMTError
+from nmt.core.errors import NMTError
 
 
 @data_app.command("download")
@@ -22,7 +22,10 @@ def data_download(
     root: Annotated[Path, typer.Option(help="data root")] = Path("data"),
 ) -> None:
     """Fetch a corpus from the Hugging Face hub, or import it from local files (--from)."""
-    from nmt.data.corpora import download_corpus, import_corpus
+    from nmt.data.corpora import (  # start-up: `nmt --help` imports no torch
+        download_corpus,
+        import_corpus,
+    )
 
     if from_dir is not None:
         manifest = import_corpus(corpus, pair, from_dir, root)
@@ -41,9 +44,9 @@ def data_synth(
     force: Annotated[bool, typer.Option(help="regenerate even if present")] = False,
 ) -> None:
     """Generate the synthetic corpus with gold alignments (data/synth/src-tgt)."""
-    import shutil
+    import shutil  # start-up: `nmt --help` imports no torch
 
-    from nmt.data.corpora import SYNTH_PAIR, ensure_synth
+    from nmt.data.corpora import SYNTH_PAIR, ensure_synth  # start-up: `nmt --help` imports no torch
 
     if force:
         shutil.rmtree(root / "synth" / SYNTH_PAIR, ignore_errors=True)
@@ -57,8 +60,12 @@ def data_synth(
 @data_app.command("prepare")
 def data_prepare(config: ConfigOpt, set_: SetOpt = None) -> None:
     """Train (or reuse) the SentencePiece model(s) and encode the splits of a config."""
-    from nmt.config import load_config
-    from nmt.data.subwords import Vocab, encode_split, prepare_vocab
+    from nmt.data.subwords import (  # start-up: `nmt --help` imports no torch
+        Vocab,
+        encode_split,
+        prepare_vocab,
+    )
+    from nmt.models.checks import load_config  # start-up: `nmt --help` imports no torch
 
     cfg = load_config(config, set_ or [])
     vocab_dir = prepare_vocab(cfg)
@@ -73,8 +80,12 @@ def data_prepare(config: ConfigOpt, set_: SetOpt = None) -> None:
 def data_links(config: ConfigOpt, set_: SetOpt = None) -> None:
     """Cache the teacher's word links of a config's training and validation pairs for
     guided alignment (guided.teacher eflomal: eflomal both ways, guided.symmetrize)."""
-    from nmt.align.guided import links_folder, teacher_links, write_teacher_links
-    from nmt.config import load_config
+    from nmt.models.checks import load_config  # start-up: `nmt --help` imports no torch
+    from nmt.training.guided import (  # start-up: `nmt --help` imports no torch
+        links_folder,
+        teacher_links,
+        write_teacher_links,
+    )
 
     cfg = load_config(config, set_ or [])
     if cfg.guided.teacher == "gold":
@@ -98,10 +109,12 @@ def train(config: ConfigOpt, set_: SetOpt = None,
           evaluate: Annotated[bool, typer.Option(help="evaluate the test split at the end")] = True,
           ) -> None:
     """Train one model family from a YAML config (runs/<name>/)."""
-    from nmt import distributed
-    from nmt.config import load_config
-    from nmt.evaluate import evaluate_run
-    from nmt.train import train as run_training
+    from nmt.decoding.evaluate import evaluate_run  # start-up: `nmt --help` imports no torch
+    from nmt.models.checks import load_config  # start-up: `nmt --help` imports no torch
+    from nmt.training import distributed  # start-up: `nmt --help` imports no torch
+    from nmt.training.trainer import (
+        train as run_training,  # start-up: `nmt --help` imports no torch
+    )
 
     distributed.setup()
     cfg = load_config(config, set_ or [])
@@ -134,7 +147,7 @@ def translate(
         min=1, help="hypotheses per sentence, each `text<TAB>score` (default: decode.n_best)")] = None,
     alignments: Annotated[bool, typer.Option(
         "--alignments", help="add word links after a tab: Pharaoh source-target, 0-based")] = False,
-    method: Annotated[Method, typer.Option(help="with --alignments: attention or saliency")] = Method.attention,
+    method: Annotated[Method | None, typer.Option(help="with --alignments: how links are read (default: the model's attention)")] = None,
     fmt: Annotated[OutputFormat, typer.Option("--format", help="text, or jsonl: one JSON object per line")] = OutputFormat.text,
     sampling: Annotated[str | None, typer.Option(help="sample instead of search: top-k:K or top-p:P")] = None,
     temperature: Annotated[float, typer.Option(min=0.0, help="with --sampling: softmax temperature")] = 1.0,
@@ -143,20 +156,21 @@ def translate(
 ) -> None:
     """Translate sentences given as arguments, in a file (--input) or on stdin, streaming:
     each chunk of 1,000 lines is written (in input order) as soon as it is decoded."""
-    import nmt
-    from nmt.api import CHUNK_LINES, Sampling
+    from nmt.align.extract import DEFAULT_METHOD  # start-up: `nmt --help` imports no torch
+    from nmt.api import load  # start-up: torch and the models load only for this verb
+    from nmt.cli.output import write_translations
     from nmt.data.corpora import line_source
-    from nmt.translate import write_translations
+    from nmt.decoding.api import CHUNK_LINES, Sampling
 
     if beam is not None and n_best is not None and n_best > beam:
         raise NMTError(f"--n-best {n_best} is larger than --beam {beam}")
     plan = Sampling.parse(sampling, temperature, seed) if sampling else None
-    model = nmt.load(*run, checkpoint=checkpoint.value)
+    model = load(*run, checkpoint=checkpoint.value)
     n_best = n_best or (1 if plan else model.cfg.decode.n_best)
     typing = input_ is None and not sentences and sys.stdin.isatty()  # a line at a time
     with line_source(None if sentences else input_) as lines:
         chunks = model.translate_chunks(sentences or lines, beam, n_best, alignments,
-                                        method.value, plan,
+                                        method.value if method else DEFAULT_METHOD, plan,
                                         chunk=1 if typing else CHUNK_LINES)
         write_translations(chunks, sys.stdout, n_best, fmt.value, alignments)
 
@@ -168,7 +182,7 @@ def average(
 ) -> None:
     """Average the parameters of a run's last N kept checkpoints (train.keep_last) into
     checkpoints/averaged.pt; select it with --checkpoint averaged."""
-    from nmt.checkpoint import average_run
+    from nmt.core.checkpoint import average_run  # start-up: `nmt --help` imports no torch
 
     path, used = average_run(run, last)
     typer.echo(f"wrote {path} (the mean of {len(used)}: {', '.join(p.name for p in used)})")
@@ -184,10 +198,10 @@ def evaluate(
 ) -> None:
     """Decode a split, score it with sacreBLEU (BLEU, chrF) and dump its attention; with
     several --run, the ensemble's scores are printed and nothing is written."""
-    import nmt
-    from nmt.evaluate import evaluate_model
+    from nmt.api import load  # start-up: torch and the models load only for this verb
+    from nmt.decoding.evaluate import evaluate_model
 
-    model = nmt.load(*run, checkpoint=checkpoint.value)
+    model = load(*run, checkpoint=checkpoint.value)
     split = split or model.cfg.data.test
     entry = evaluate_model(model, split, beam, limit, write=len(run) == 1)
     typer.echo(f"{split}: BLEU {entry['bleu']:.2f} chrF {entry['chrf']:.2f} "

@@ -23,7 +23,7 @@ def explore(
     one_based: Annotated[bool, typer.Option(help="--gold indices start at 1")] = False,
 ) -> None:
     """One self-contained HTML page to explore alignments, a panel per run and method."""
-    from nmt.explore import build_explorer
+    from nmt.explore import build_explorer  # start-up: `nmt --help` imports no torch
 
     page = build_explorer(list(runs or []), out, split, list(align_dir or []), gold, one_based)
     for note in page.notes:

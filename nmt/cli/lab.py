@@ -20,7 +20,7 @@ FormatOpt = Annotated[FigureFormat, typer.Option("--format", help="figure format
 @lab_app.command("list")
 def lab_list() -> None:
     """List the experiments and the claim each one checks."""
-    from nmt.lab.registry import EXPERIMENTS
+    from nmt.lab.registry import EXPERIMENTS  # start-up: `nmt --help` imports no torch
 
     for name, entry in EXPERIMENTS.items():
         typer.echo(f"{name:30} {'[--run] ' if entry.needs_run else ''}{entry.claim}")
@@ -36,8 +36,11 @@ def lab_run(
         "attention-is-not-explanation)")] = None,
 ) -> None:
     """Run one experiment: print its table and verdict, write its figure."""
-    from nmt.lab.base import format_table
-    from nmt.lab.registry import EXPERIMENTS, run_experiment
+    from nmt.lab.base import format_table  # start-up: `nmt --help` imports no torch
+    from nmt.lab.registry import (  # start-up: `nmt --help` imports no torch
+        EXPERIMENTS,
+        run_experiment,
+    )
 
     result = run_experiment(name.value, out, fmt.value, run)
     typer.echo(f"{name.value}: {EXPERIMENTS[name.value].claim}\n")
@@ -61,7 +64,7 @@ def lab_all(
 
     Exits 1 if a property of the code fails; the trained-run experiments' verdicts are
     measurements of those runs, reported but not an error."""
-    from nmt.lab.registry import EXPERIMENTS, run_all
+    from nmt.lab.registry import EXPERIMENTS, run_all  # start-up: `nmt --help` imports no torch
 
     results, report = run_all(out, fmt.value, log=typer.echo)
     typer.echo(f"wrote {report} and {report.with_suffix('.html')}")

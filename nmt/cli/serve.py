@@ -37,14 +37,14 @@ def serve(
                             ] = 0.0,
 ) -> None:
     """A live attention playground: a page and a JSON API (/docs) over the runs given."""
-    from nmt.serve import require
+    from nmt.serve import require  # start-up: `nmt --help` imports no torch
 
     require()
-    import torch
-    import uvicorn
+    import torch  # start-up: `nmt --help` imports no torch
+    import uvicorn  # optional extra: pip install -e '.[serve]'
 
-    from nmt.serve.app import Limits, create_app
-    from nmt.serve.runs import load_runs
+    from nmt.serve.app import Limits, create_app  # start-up: `nmt --help` imports no torch
+    from nmt.serve.runs import load_runs  # start-up: `nmt --help` imports no torch
 
     if threads:
         torch.set_num_threads(threads)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from nmt.tokens import BOS, EOS, PAD
+from nmt.core.tokens import BOS, EOS, PAD
 
 
 @dataclass

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from nmt.errors import NMTError, one_line
+from nmt.core.errors import NMTError, one_line
+from nmt.data.synth import SOURCE_LANG, TARGET_LANG, write_synth
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,7 @@ def download_corpus(corpus: str, pair: str, root: Path) -> dict:
         raise NMTError(f"{corpus} {pair} has no Hugging Face source; import local files with "
                        f"`nmt data download {corpus} --pair {pair} --from DIR`")
     try:
-        import datasets
+        import datasets  # start-up: datasets (seconds to import) only for a hub download
 
         data = datasets.load_dataset(hub_id)
     except Exception as exc:  # noqa: BLE001 - any hub failure becomes one clear line
@@ -231,7 +232,6 @@ def _holds_corpus(directory: Path, lang: str) -> bool:
 def ensure_synth(root: Path, seed: int = 1234, sizes: dict[str, int] | None = None) -> Path:
     """Generate the embedded synthetic corpus unless its files are already there, and keep
     its reverse direction (`synth/tgt-src`) derived from it."""
-    from nmt.data.synth import SOURCE_LANG, TARGET_LANG, write_synth
 
     out = root / "synth" / SYNTH_PAIR
     if not ((out / "manifest.json").is_file() or (out / f"train.{SOURCE_LANG}").is_file()):

@@ -15,12 +15,13 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
+import sentencepiece as spm
 
-from nmt.config import Config
+from nmt.core.config import Config
+from nmt.core.errors import NMTError, one_line
+from nmt.core.locks import file_lock
+from nmt.core.tokens import BOS, EOS, PAD, UNK
 from nmt.data.corpora import corpus_dir, load_split, normalise
-from nmt.errors import NMTError, one_line
-from nmt.locks import file_lock
-from nmt.tokens import BOS, EOS, PAD, UNK
 
 
 class Vocab:
@@ -62,8 +63,6 @@ class Vocab:
         SentencePiece's distribution (`alpha`, `nbest` as its nbest_size; BPE: dropout `alpha`),
         as encode_src/encode_tgt shape them. The same `seed` draws the same segmentations:
         SentencePiece's generator is global and is reproducible on one thread only."""
-        import sentencepiece as spm
-
         options = {"enable_sampling": True, "alpha": alpha, "nbest_size": nbest, "num_threads": 1}
         spm.set_random_generator_seed(seed % (2**32 - 1))  # 2**32 - 1 means "unseeded"
         src = self.src.encode([normalise(x) for x in src_lines], **options)
@@ -101,8 +100,6 @@ _RULES = {"\ufb01\u200bA\u2026": "identity", "fi\u200bA...": "nfkc", "fi\u200ba.
 
 
 def _load_model(path: Path):
-    import sentencepiece as spm
-
     try:
         return spm.SentencePieceProcessor(model_file=str(path))
     except (RuntimeError, OSError) as exc:  # a truncated or foreign file
@@ -115,8 +112,6 @@ def _sha(path: Path) -> str:
 
 
 def _train_one(lines_files: list[Path], prefix: Path, cfg: Config) -> None:
-    import sentencepiece as spm
-
     text = prefix.with_suffix(".txt")
     with open(text, "w", encoding="utf-8") as out:
         out.writelines(path.read_text(encoding="utf-8") for path in lines_files)

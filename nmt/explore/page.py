@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
-from nmt.errors import NMTError
+from nmt.core.errors import NMTError
 from nmt.explore.payload import build_payload
 from nmt.explore.sources import find_sources
 

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nmt.align.io import AlignmentRecord, GoldAlignment
 from nmt.align.metrics import alignment_error_rate
+from nmt.align.records import AlignmentRecord
 from nmt.align.words import links_from_matrix, word_matrix
+from nmt.data.links import GoldAlignment
 from nmt.explore.sources import RecordSet, Sources, links_matrix, sentence_words
 
 READINGS = ("naive", "shifted")

@@ -15,10 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from nmt.align.io import AlignmentRecord, GoldAlignment, corpus_gold, load_alignments, read_gold
-from nmt.errors import NMTError
-
-DEFAULT_METHOD = "attention"
+from nmt.align.extract import DEFAULT_METHOD
+from nmt.align.io import load_alignments
+from nmt.align.records import AlignmentRecord
+from nmt.core.errors import NMTError
+from nmt.core.rundir import RunDir
+from nmt.data.links import GoldAlignment, corpus_gold, read_gold
+from nmt.models import MODELS
+from nmt.models.runs import load_config
 
 
 @dataclass
@@ -87,8 +91,6 @@ def load_set(path: Path, name: str | None = None) -> RecordSet:
 
 def _run_sets(run: Path, split: str | None, sources: Sources) -> list[RecordSet]:
     """The record set of a run directory's `align/<split>.npz` (none without attention)."""
-    from nmt.models import MODELS
-    from nmt.rundir import RunDir, load_config
 
     cfg = load_config(run)
     split = split or sources.split or cfg.data.test

@@ -71,7 +71,7 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Cell]]) -> str:
 
 def new_figure(cols: int, width: float = 4.2, height: float = 3.4, rows: int = 1) -> tuple[Any, Any]:
     """A standalone matplotlib Figure (no pyplot state) with a flat list of axes."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # start-up: matplotlib only when a figure is drawn
 
     fig = Figure(figsize=(width * cols, height * rows), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
@@ -83,7 +83,7 @@ def draw(plot: Callable[[], Any], out_dir: Path, stem: str, fmt: str) -> Path:
 
     PNG at 130 dpi or SVG (text as paths, so it renders the same everywhere).
     """
-    import matplotlib
+    import matplotlib  # start-up: matplotlib only when a figure is drawn
 
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{stem}.{fmt}"

@@ -14,10 +14,11 @@ from typing import NamedTuple
 
 import torch
 
-from nmt.errors import NMTError
+from nmt.core.errors import NMTError
 from nmt.lab import masks, rnn_attention, scaling, softmax, trained, transformer
 from nmt.lab.base import Result, skipped
 from nmt.lab.names import ExperimentName
+from nmt.lab.report import write_report
 
 
 class Experiment(NamedTuple):
@@ -145,7 +146,6 @@ def run_all(out: Path, fmt: str = "png", log: Callable[[str], None] = print
     """Every experiment into `out`, then report.md + report.html; returns the results and
     the Markdown path. The trained-run experiments use `make demo`'s runs when present and
     are skipped (with the reason) otherwise."""
-    from nmt.lab.report import write_report
 
     out = _check_out(out)
     results, seconds = [], {}
@@ -161,4 +161,4 @@ def run_all(out: Path, fmt: str = "png", log: Callable[[str], None] = print
         seconds[name] = time.perf_counter() - tick
         log(f"{result.verdict:8} {name} ({seconds[name]:.1f} s)")
         results.append(result)
-    return results, write_report(results, out, seconds)
+    return results, write_report(results, out, seconds, EXPERIMENTS)

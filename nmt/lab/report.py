@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nmt.document import Block, render_html, render_markdown
+from nmt.core.document import Block, render_html, render_markdown
 from nmt.lab.base import Result, fmt_cell
 
 TITLE = "nmt lab: the attention essays' claims, run and checked"
@@ -15,12 +15,13 @@ INTRO = ("Each experiment states a claim, measures it with the project's own att
          "Re-run one with `nmt lab run NAME`.")
 
 
-def _sections(results: list[Result], seconds: dict[str, float]) -> list[dict]:
-    """One dict per experiment with everything both renderings need."""
-    from nmt.lab.registry import EXPERIMENTS
+def _sections(results: list[Result], seconds: dict[str, float], experiments: dict
+              ) -> list[dict]:
+    """One dict per experiment with everything both renderings need (`experiments`: the
+    registry's entries by name, each with its `claim` and what it has `not_shown`)."""
 
-    return [{"name": r.name, "claim": EXPERIMENTS[r.name].claim,
-             "not_shown": EXPERIMENTS[r.name].not_shown, "result": r,
+    return [{"name": r.name, "claim": experiments[r.name].claim,
+             "not_shown": experiments[r.name].not_shown, "result": r,
              "seconds": seconds.get(r.name, 0.0)} for r in results]
 
 
@@ -42,9 +43,10 @@ def blocks(sections: list[dict]) -> list[Block]:
     return out
 
 
-def write_report(results: list[Result], out: Path, seconds: dict[str, float]) -> Path:
+def write_report(results: list[Result], out: Path, seconds: dict[str, float],
+                 experiments: dict) -> Path:
     """Write out/report.md and out/report.html; return the Markdown path."""
-    sections = _sections(results, seconds)
+    sections = _sections(results, seconds, experiments)
     md = out / "report.md"
     md.write_text(render_markdown(blocks(sections)), encoding="utf-8")
     (out / "report.html").write_text(render_html(blocks(sections), TITLE), encoding="utf-8")

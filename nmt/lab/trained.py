@@ -14,10 +14,17 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from nmt.errors import NMTError
+from nmt.core.errors import NMTError
+from nmt.core.rundir import RunDir
+from nmt.core.tokens import BOS, EOS, PAD
+from nmt.data.batching import pad
+from nmt.data.corpora import load_split
+from nmt.decoding.search import greedy
 from nmt.lab.base import Result, draw, new_figure, skipped
+from nmt.models import MODELS
 from nmt.models.attention import override_weights
 from nmt.models.base import Seq2Seq
+from nmt.models.runs import load_config, load_run
 
 DEMO_BOTTLENECK = (Path("runs/demo/fixed_context"), Path("runs/demo/bahdanau"),
                    Path("runs/demo/transformer"))
@@ -28,8 +35,6 @@ MIN_SENTENCES = 20  # a length bucket is compared only with this many sentences 
 
 def _by_length(path: Path) -> tuple[str, bool, list[dict]]:
     """(label, has attention, BLEU-by-length buckets) from a run's scores.json."""
-    from nmt.models import MODELS
-    from nmt.rundir import RunDir, load_config
 
     cfg = load_config(path)
     entry = RunDir(path).read_scores().get(cfg.data.test, {})
@@ -156,8 +161,6 @@ def intervene(model: Seq2Seq, src: Tensor, hyps: list[list[int]]) -> dict[str, t
     from the unmodified model's and the share of positions whose argmax token changes.
     The control ("same weights") goes through the hook but returns the weights unchanged.
     """
-    from nmt.data.batching import pad
-    from nmt.tokens import BOS, EOS, PAD
 
     tgt_in, tgt_out = pad(hyps, prefix=BOS), pad(hyps, suffix=EOS)
     real = tgt_out != PAD
@@ -185,10 +188,6 @@ def intervene(model: Seq2Seq, src: Tensor, hyps: list[list[int]]) -> dict[str, t
 
 def _intervene_run(path: Path) -> dict[str, tuple[float, float]]:
     """Greedy-translate SENTENCES test sentences of a run, then intervene on them."""
-    from nmt.data.batching import pad
-    from nmt.data.corpora import load_split
-    from nmt.rundir import load_run
-    from nmt.search import greedy
 
     cfg, vocab, model, _ = load_run(path)
     if not model.has_attention:

@@ -15,10 +15,10 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from nmt.config import ModelConfig
+from nmt.core.config import ModelConfig
+from nmt.core.tokens import BOS, EOS
 from nmt.lab.base import Result, draw, new_figure
 from nmt.models.transformer import EncoderLayer, Transformer, sinusoids
-from nmt.tokens import BOS, EOS
 
 TINY = ModelConfig(family="transformer", emb_size=16, heads=2, ff_size=32, dropout=0.0)
 SMALL = ModelConfig(family="transformer", emb_size=128, heads=4, ff_size=256, enc_layers=2,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nmt.config import LocalConfig, ModelConfig
-from nmt.errors import NMTError
+from nmt.core.config import LocalConfig, ModelConfig
+from nmt.core.errors import NMTError
 from nmt.models.base import Seq2Seq
 from nmt.models.rnn import Bahdanau, FixedContext, Luong
 from nmt.models.transformer import Transformer

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.config import LocalConfig
+from nmt.core.config import LocalConfig
 
 
 def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
@@ -234,3 +234,13 @@ def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor,
     if _OVERRIDES:
         weights = _OVERRIDES[-1](weights, mask.expand(scores.shape))
     return weights @ v, weights
+
+
+def supervised(attn, layer: int, heads: int | None):
+    """The supervised map (..., T, S) of attention (..., L, H, T, S), a tensor or a numpy
+    array: the mean of the first `heads` heads (all: None) of decoder layer `layer`
+    (one-map families: their map). Guided training's loss and every reader of a guided run
+    (nmt.align.words.reading) take it from here."""
+    if attn.shape[-4] == 1 and attn.shape[-3] == 1:
+        return attn[..., 0, 0, :, :]
+    return attn[..., layer, :heads, :, :].mean(-3)

@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.errors import NMTError
-from nmt.tokens import PAD
+from nmt.core.errors import NMTError
+from nmt.core.tokens import PAD
 
 State = dict[str, Tensor]
 

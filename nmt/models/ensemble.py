@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from nmt.errors import NMTError
+from nmt.core.errors import NMTError
 from nmt.models.base import Seq2Seq, State
 
 

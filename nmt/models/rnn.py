@@ -11,10 +11,10 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from nmt.config import LocalConfig, ModelConfig
+from nmt.core.config import LocalConfig, ModelConfig
+from nmt.core.tokens import PAD
 from nmt.models.attention import SCORERS, AdditiveScore, LocalWindow, attend
 from nmt.models.base import RNNSeq2Seq, State
-from nmt.tokens import PAD
 
 CELLS = {"gru": nn.GRUCell, "lstm": nn.LSTMCell}
 RNNS = {"gru": nn.GRU, "lstm": nn.LSTM}

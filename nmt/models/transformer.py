@@ -12,10 +12,10 @@ from collections import OrderedDict
 import torch
 from torch import Tensor, nn
 
-from nmt.config import LocalConfig, ModelConfig
+from nmt.core.config import LocalConfig, ModelConfig
+from nmt.core.tokens import PAD
 from nmt.models.attention import scaled_dot_product
 from nmt.models.base import Seq2Seq, State
-from nmt.tokens import PAD
 
 
 def sinusoids(length: int, dim: int) -> Tensor:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from nmt.errors import NMTError
+from nmt.core.errors import NMTError
 
 EXTRA = "pip install -e '.[serve]'"
 

@@ -30,9 +30,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from nmt.align.symmetrize import HEURISTICS, SOFT
-from nmt.errors import NMTError
+from nmt.core.errors import NMTError
+from nmt.data.symmetrize import SYMMETRIZATIONS
 from nmt.serve import runs as R
+from nmt.serve.page import render_page
 from nmt.serve.runs import MAX_BEAM, MAX_CHARS, MAX_PIECES, MAX_WORDS, Served
 from nmt.serve.schemas import (
     AlignRequest,
@@ -45,7 +46,7 @@ from nmt.serve.schemas import (
 
 log = logging.getLogger("nmt.serve")
 MAX_BODY = 64 * 1024  # bytes of a request body
-SYMMETRIZE = HEURISTICS + SOFT
+SYMMETRIZE = SYMMETRIZATIONS
 
 
 @dataclass(frozen=True)
@@ -259,7 +260,6 @@ def check_length(field: str, text: str, runs: list[Served]) -> None:
 
 def create_app(served: list[Served], limits: Limits = Limits()) -> FastAPI:
     """The app over runs loaded once (`nmt.serve.runs.load_runs`)."""
-    from nmt.serve.page import render_page
 
     app = FastAPI(title="nmt serve", version="1",
                   description="A live attention playground: translate and align with the runs "

@@ -15,12 +15,14 @@ from pathlib import Path
 import numpy as np
 
 from nmt.align.bidirectional import check_reverse, flip_record, symmetrized_records
-from nmt.align.io import AlignmentRecord
-from nmt.align.symmetrize import DEFAULT_AGREEMENT
-from nmt.api import Model
-from nmt.errors import NMTError
+from nmt.align.extract import DEFAULT_METHOD, method_for
+from nmt.align.records import AlignmentRecord
+from nmt.core.errors import NMTError
+from nmt.data.symmetrize import DEFAULT_AGREEMENT
+from nmt.decoding.api import Model, load
 from nmt.explore.payload import READINGS, PanelSpec, panel_spec, panel_views
 from nmt.explore.sources import RecordSet
+from nmt.report.align import run_names
 
 MAX_WORDS = 100  # per source or target sentence (whitespace-separated words)
 MAX_CHARS = 1000  # characters per source or target sentence
@@ -57,8 +59,6 @@ def load_runs(paths: list[Path], reverse: list[Path] = ()) -> list[Served]:
     """Load every run once (and its --reverse: the k-th reverse is the k-th run's other
     direction, as in `nmt align`); names are the folders' names, or their paths when two
     share a name."""
-    from nmt.align.export import run_names
-    from nmt.api import load
 
     if not paths:
         raise NMTError("nmt serve: give at least one run directory, e.g. nmt serve runs/bahdanau")
@@ -105,7 +105,7 @@ def translate(run: Served, source: str, beam: int | None, n_best: int) -> dict:
     """The run's n-best translations of `source`, each with its word links: attention's,
     or saliency's for a family without attention (`links_method` says which)."""
     model = run.model
-    method = "attention" if model.module.has_attention else "saliency"
+    method = method_for(model.module)
     [t] = model.translate([source], beam=beam, n_best=n_best, alignments=True, method=method)
     hyps = [{"text": h.text, "score": float(h.score), "links": pairs(h.links)}
             for h in t.hypotheses]
@@ -131,13 +131,7 @@ def forward_record(model: Model, source: str, target: str | None, method: str,
                    beam: int | None) -> AlignmentRecord:
     """`nmt align`'s record: forced on `target`, or free on the run's own translation
     (the run's decode.beam, or `beam`)."""
-    if target is not None or beam is None:
-        return model.align([source], None if target is None else [target], method)[0]
-    from nmt.translate import nbest_ids
-
-    src_ids = model.vocab.encode_src([source])
-    [[(tgt_ids, _)]] = nbest_ids(model.module, src_ids, model.cfg.decode, beam, 1)
-    return model.align_ids(src_ids, [tgt_ids], method, mode="free")[0]
+    return model.align([source], None if target is None else [target], method, beam)[0]
 
 
 @dataclass
@@ -167,7 +161,7 @@ class Aligned:
 
 
 def no_attention(model: Model, method: str) -> str | None:
-    if method == "attention" and not model.module.has_attention:
+    if method == DEFAULT_METHOD and not model.module.has_attention:
         return (f"{model.family} has no attention (the whole source is one vector); switch "
                 "the method to saliency")
     return None
@@ -176,7 +170,7 @@ def no_attention(model: Model, method: str) -> str | None:
 def align(run: Served, source: str, target: str | None, method: str, beam: int | None = None,
           symmetrize: str | None = None) -> Aligned:
     """The run's alignment of `source` (forced on `target`, free when None) by `method`;
-    with `symmetrize` (a heuristic of nmt.align.symmetrize) and a reverse run, also the
+    with `symmetrize` (a heuristic of nmt.data.symmetrize) and a reverse run, also the
     reverse run's forced alignment of (target, source), flipped, and the two symmetrised,
     as `nmt align --reverse` does."""
     out = Aligned(run, method, note=no_attention(run.model, method))

@@ -7,11 +7,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from nmt.align.attribution import METHODS
-from nmt.align.symmetrize import HEURISTICS, SOFT
+from nmt.align.extract import DEFAULT_METHOD, METHODS
+from nmt.data.symmetrize import SYMMETRIZATIONS
 from nmt.serve.runs import MAX_BEAM, MAX_CHARS, MAX_PIECES, MAX_WORDS
 
-SYMMETRIZE = HEURISTICS + SOFT
+SYMMETRIZE = SYMMETRIZATIONS
 
 
 # ------------------------------------------------------------------------------ requests
@@ -55,7 +55,7 @@ class AlignRequest(SentenceRequest):
     target: str | None = Field(
         None, description="forced mode: every run aligned on these target words (same limits "
                           "as source); null: free mode, each run on its own translation")
-    method: Literal[METHODS] = Field("attention", description="attention | saliency "
+    method: Literal[tuple(METHODS)] = Field(DEFAULT_METHOD, description="attention | saliency "
                                      "(gradient x input; also for fixed_context)")
     beam: int | None = Field(None, ge=1, le=MAX_BEAM,
                              description="free mode: the beam of the translation aligned")

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from nmt.errors import NMTError
+from nmt.core.errors import NMTError
 
 CMAP = "viridis"
 NO_ATTENTION = "no attention\n(fixed context)"
@@ -33,13 +33,13 @@ def _check_path(path: Path) -> Path:
 
 
 def _new_figure(width: float, height: float) -> Any:
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # start-up: matplotlib only when a figure is drawn
 
     return Figure(figsize=(width, height), layout="constrained")
 
 
 def _save(fig: Any, path: Path) -> Path:
-    import matplotlib
+    import matplotlib  # start-up: matplotlib only when a figure is drawn
 
     with matplotlib.rc_context(_STYLE):
         fig.savefig(path, dpi=130)
@@ -96,7 +96,7 @@ def plot_heatmap(
     """Heatmap of attention A (T, S): source tokens on x, target tokens on y, scale 0..1."""
     path = _check_path(path)
     a = _as_matrix(matrix, (len(tgt_tokens), len(src_tokens)), "plot_heatmap")
-    import matplotlib
+    import matplotlib  # start-up: matplotlib only when a figure is drawn
 
     with matplotlib.rc_context(_STYLE):
         fig = _new_figure(_side(len(src_tokens), 4, 14) + 1.2, _side(len(tgt_tokens), 3, 13))
@@ -145,9 +145,9 @@ def plot_grid(
     max_t = max(len(t) for t in targets)
     width = min(ncols * _side(len(src_tokens), 3.2, 9) + 1.0, 28)
     height = min(nrows * _side(max_t, 2.6, 9) + (0.5 if title else 0), 28)
-    import matplotlib
-    from matplotlib.cm import ScalarMappable
-    from matplotlib.colors import Normalize
+    import matplotlib  # start-up: matplotlib only when a figure is drawn
+    from matplotlib.cm import ScalarMappable  # start-up: matplotlib only when a figure is drawn
+    from matplotlib.colors import Normalize  # start-up: matplotlib only when a figure is drawn
 
     with matplotlib.rc_context(_STYLE):
         fig = _new_figure(width, height)
@@ -185,7 +185,7 @@ def plot_lines(
     ``xticks`` are their labels (e.g. length buckets "1-10", "11-20").
     """
     path = _check_path(path)
-    import matplotlib
+    import matplotlib  # start-up: matplotlib only when a figure is drawn
 
     with matplotlib.rc_context(_STYLE):
         fig = _new_figure(7.0, 4.5)
@@ -212,7 +212,7 @@ def save_gif(png_paths: Sequence[Path], path: Path, duration_ms: int = 600) -> P
     """Animated GIF (looping) from image frames, e.g. one heatmap per epoch. Frames of
     different sizes are padded with white to the largest width and height."""
     try:
-        from PIL import Image
+        from PIL import Image  # start-up: matplotlib only when a figure is drawn
     except ImportError:  # pragma: no cover - Pillow is a matplotlib dependency
         raise NMTError("saving a GIF needs Pillow; run `pip install pillow`") from None
     if not png_paths:

@@ -7,12 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt import distributed as dist
-from nmt.config import Config
+from nmt.core.config import Config
+from nmt.core.errors import NMTError
 from nmt.data.batching import filter_long, join_pairs
 from nmt.data.corpora import load_split
 from nmt.data.subwords import Vocab, encode_split, prepare_vocab
-from nmt.errors import NMTError
+from nmt.training import distributed as dist
+from nmt.training.guided import guide_targets, teacher_links
 
 
 @dataclass
@@ -67,7 +68,6 @@ def load_data(cfg: Config) -> Data:
 
 def _add_guides(cfg: Config, d: Data) -> None:
     """guided.weight: the teacher's links (nmt.align.guided) as piece targets."""
-    from nmt.align.guided import guide_targets, teacher_links
 
     links = teacher_links(cfg, cfg.data.train)
     if len(links) != len(d.train_src):

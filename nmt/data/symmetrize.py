@@ -28,16 +28,13 @@ One soft heuristic works on the two directions' *matrices* instead of their link
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
-import numpy as np
+from nmt.core.errors import NMTError
 
-from nmt.align.io import Link
-from nmt.errors import NMTError
+Link = tuple[int, int]  # (source word, target word), as nmt.data.links reads them
 
-HEURISTICS = ("intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and")
-AGREEMENT = "agreement"
-SOFT = (AGREEMENT,)  # heuristics on the two maps, not on links
 # The agreement threshold, chosen on validation gold (synthetic validation and the
 # Hansards development prefix): docs/experiments/2026-11-30-choosing-the-defaults.md.
 DEFAULT_AGREEMENT = 0.2
@@ -101,8 +98,33 @@ def final(alignment: _Alignment, links: set[Link], src_len: int, tgt_len: int,
             alignment.add(cell)
 
 
+def _grow(final_and: bool | None) -> Callable[[set[Link], set[Link], int, int], set[Link]]:
+    """grow-diag, then (unless `final_and` is None) FINAL(F), FINAL(B); FINAL-AND when
+    `final_and`."""
+    def heuristic(f: set[Link], b: set[Link], src_len: int, tgt_len: int) -> set[Link]:
+        alignment = _Alignment(f & b)
+        grow_diag(alignment, f | b, src_len, tgt_len)
+        if final_and is not None:
+            final(alignment, f, src_len, tgt_len, final_and)
+            final(alignment, b, src_len, tgt_len, final_and)
+        return alignment.links
+    return heuristic
+
+
+# The symmetrisation heuristics on two directions' links, by name: the one list of them
+# (the config, the CLI, the server and the page take their names from here).
+HEURISTICS: dict[str, Callable[[set[Link], set[Link], int, int], set[Link]]] = {
+    "intersection": lambda f, b, src_len, tgt_len: f & b,
+    "union": lambda f, b, src_len, tgt_len: f | b,
+    "grow-diag": _grow(None),
+    "grow-diag-final": _grow(False),
+    "grow-diag-final-and": _grow(True),
+}
+DEFAULT_HEURISTIC = "grow-diag-final-and"  # Koehn et al. 2003's choice, Moses' default
+
+
 def symmetrize(forward: Iterable[Link], backward: Iterable[Link], src_len: int,
-               tgt_len: int, heuristic: str = "grow-diag-final-and") -> set[Link]:
+               tgt_len: int, heuristic: str = DEFAULT_HEURISTIC) -> set[Link]:
     """One sentence's symmetrised links (source, target) from the two directions' links,
     both in forward order; `src_len`/`tgt_len` are the sentence's lengths in words."""
     if heuristic not in HEURISTICS:
@@ -111,23 +133,14 @@ def symmetrize(forward: Iterable[Link], backward: Iterable[Link], src_len: int,
     outside = [(i, j) for i, j in f | b if not (0 <= i < src_len and 0 <= j < tgt_len)]
     if outside:
         raise ValueError(f"link {outside[0]} is outside a {src_len} x {tgt_len} sentence pair")
-    if heuristic == "intersection":
-        return f & b
-    if heuristic == "union":
-        return f | b
-    alignment = _Alignment(f & b)
-    grow_diag(alignment, f | b, src_len, tgt_len)
-    if heuristic != "grow-diag":
-        both = heuristic == "grow-diag-final-and"
-        final(alignment, f, src_len, tgt_len, both)
-        final(alignment, b, src_len, tgt_len, both)
-    return alignment.links
+    return HEURISTICS[heuristic](f, b, src_len, tgt_len)
 
 
-def agreement(forward: np.ndarray, backward: np.ndarray, threshold: float = DEFAULT_AGREEMENT
-              ) -> tuple[np.ndarray, set[Link]]:
+def agreement(forward, backward, threshold: float = DEFAULT_AGREEMENT) -> tuple[Any, set[Link]]:
     """The geometric mean of two (T, S) word maps in forward order (rows of `forward` and
     columns of `backward` sum to one) and its links (source i, target j) at >= threshold."""
+    import numpy as np  # start-up: the CLI lists the heuristics from here without numpy
+
     if not 0 < threshold <= 1:
         raise NMTError(f"--agreement-threshold {threshold}: use a value in (0, 1]")
     f, b = np.asarray(forward, dtype=np.float64), np.asarray(backward, dtype=np.float64)
@@ -136,3 +149,9 @@ def agreement(forward: np.ndarray, backward: np.ndarray, threshold: float = DEFA
     mean = np.sqrt(np.clip(f, 0, None) * np.clip(b, 0, None))
     tgt, src = np.nonzero(mean >= threshold)
     return mean, {(int(i), int(j)) for j, i in zip(tgt, src)}
+
+
+# The soft heuristics, on the two directions' maps rather than their links, by name.
+SOFT: dict[str, Callable[..., tuple[Any, set[Link]]]] = {"agreement": agreement}
+AGREEMENT = next(iter(SOFT))
+SYMMETRIZATIONS = (*HEURISTICS, *SOFT)  # every name `--symmetrize` accepts

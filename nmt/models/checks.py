@@ -1,24 +1,80 @@
-"""The checks of a config that involve several keys (and each field's declared limits):
-one line naming the key and what to change. `nmt.config.config_from_dict` calls `validate`."""
+"""A config checked against its rules: each field's declared limits (including the names
+the registries define: model families, attention scores, symmetrisation heuristics) and the
+checks that involve several keys; one line naming the key and what to change.
+`config_from_dict` and `load_config` build a `Config` and check it here."""
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
-from nmt.config import _CHECKS, _SECTIONS, Config, ModelConfig, choices
-from nmt.errors import NMTError
+from nmt.core.config import (
+    CHECKS,
+    SECTIONS,
+    Config,
+    DataConfig,
+    ModelConfig,
+    build_config,
+    field_rules,
+    read_yaml,
+)
+from nmt.core.errors import NMTError
+from nmt.data.symmetrize import HEURISTICS
+from nmt.models import MODELS
+from nmt.models.attention import SCORERS
+
+# The registries a `registered` config field names: each list of names has one home.
+REGISTRIES = {"models": MODELS, "scores": SCORERS, "heuristics": HEURISTICS}
+
+
+def choices(key: str) -> tuple[str, ...] | None:
+    """The valid values of a `section.name` key, or None when it takes any value."""
+    rules = field_rules(key)
+    if "registry" in rules:
+        return tuple(REGISTRIES[rules["registry"]])
+    return rules.get("choices")
+
+
+def config_from_dict(raw: dict, where: str = "config", overrides: list[str] = ()) -> Config:
+    """Build a raw mapping (plus `--set` overrides) into a `Config` and check it."""
+    cfg = build_config(raw, where, overrides)
+    if not cfg.model.family:
+        raise NMTError(f"{where}: missing required key 'model.family'; "
+                       f"choose one of: {', '.join(MODELS)}")
+    validate(cfg, where)
+    return cfg
+
+
+def load_config(path: Path | str, overrides: list[str] = ()) -> Config:
+    """Load and validate a YAML config. The run name defaults to the file's stem, with the
+    pair appended when `data.pair` is not the file's own (`--set data.pair=en-de` on
+    bahdanau.yaml trains runs/bahdanau_en-de), so two directions never share a run."""
+    path = Path(path)
+    raw = read_yaml(path) or {}
+    if not isinstance(raw, dict):
+        raise NMTError(f"{path}: a config must be a YAML mapping of sections")
+    data = raw.get("data")
+    own_pair = data.get("pair", DataConfig.pair) if isinstance(data, dict) else DataConfig.pair
+    cfg = config_from_dict({"name": path.stem, **raw}, str(path), overrides)
+    if "name" not in raw and cfg.name == path.stem and cfg.data.pair != own_pair:
+        cfg = dataclasses.replace(cfg, name=f"{path.stem}_{cfg.data.pair}")
+    name = Path(cfg.name)
+    if not name.parts or name.is_absolute() or ".." in name.parts:
+        raise NMTError(f"{path}: 'name' must be a run folder under runs_dir, e.g. 'bahdanau', "
+                       f"got {cfg.name!r}")
+    return cfg
 
 
 def validate(cfg: Config, where: str) -> None:
     """Every field's own limits, then the checks that involve several keys."""
-    for section, cls in _SECTIONS.items():
+    for section, cls in SECTIONS.items():
         for f in dataclasses.fields(cls):
             key, value = f"{section}.{f.name}", getattr(getattr(cfg, section), f.name)
             valid = choices(key)
             if valid is not None and value not in valid:
                 raise NMTError(f"{where}: '{key}' is {value!r}; choose one of: {', '.join(valid)}")
             check = f.metadata.get("check")
-            if check and not _CHECKS[check](value):
+            if check and not CHECKS[check](value):
                 raise NMTError(f"{where}: '{key}' must be {check}, got {value!r}")
     v = cfg.vocab
     if not 0.0 <= v.sampling_alpha <= 1.0 or v.sampling_nbest == 0 or v.sampling_nbest < -1:

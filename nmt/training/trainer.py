@@ -16,25 +16,27 @@ from dataclasses import dataclass, field
 
 import torch
 
-from nmt import distributed as dist
-from nmt.align.guided import alignment_loss
-from nmt.checkpoint import check_vocab, kept_checkpoints, load_checkpoint, save_checkpoint
-from nmt.config import Config, GuidedConfig, config_to_dict, save_config
+from nmt.align.extract import collect, dump_training_alignments
+from nmt.align.guided import reading_of
+from nmt.core.checkpoint import check_vocab, kept_checkpoints, load_checkpoint, save_checkpoint
+from nmt.core.config import Config, GuidedConfig, config_to_dict, save_config
+from nmt.core.errors import NMTError, one_line
+from nmt.core.locks import run_lock
+from nmt.core.progress import TrainDisplay
+from nmt.core.rundir import RunDir
+from nmt.core.tokens import PAD
 from nmt.data.batching import iterate_batches, token_batches
-from nmt.errors import NMTError, one_line
-from nmt.evaluate import bleu_chrf
-from nmt.locks import run_lock
-from nmt.loss import smoothed_cross_entropy
+from nmt.decoding.evaluate import bleu_chrf
+from nmt.decoding.translate import translate_ids
 from nmt.models import build_model
 from nmt.models.base import Seq2Seq
-from nmt.optim import build_optimizer, set_lr
-from nmt.progress import TrainDisplay
-from nmt.rundir import RunDir
-from nmt.schedule import Schedule, budget_used
-from nmt.tensorboard import Board
-from nmt.tokens import PAD
-from nmt.train_data import load_data, sampled_examples
-from nmt.translate import translate_ids
+from nmt.training import distributed as dist
+from nmt.training.batches import load_data, sampled_examples
+from nmt.training.guided import alignment_loss, teacher_aer
+from nmt.training.loss import smoothed_cross_entropy
+from nmt.training.optim import build_optimizer, set_lr
+from nmt.training.schedule import Schedule, budget_used
+from nmt.training.tensorboard import Board
 
 
 @dataclass
@@ -218,7 +220,6 @@ class Trainer:
 
     def validate(self) -> dict:
         """Validation loss/perplexity on the chosen sentences, greedy BLEU and chrF."""
-        from nmt.align.extract import dump_training_alignments
 
         d, model = self.data, self.model
         model.eval()
@@ -240,8 +241,6 @@ class Trainer:
         loss = total / max(tokens, 1)
         record = {"valid_loss": loss, "valid_ppl": math.exp(min(loss, 50)), **scores}
         if d.valid_links is not None:  # guided: how well the supervised heads follow the teacher
-            from nmt.align.extract import collect
-            from nmt.align.guided import reading_of, teacher_aer
 
             records = collect(model, d.vocab, d.valid_src, d.valid_tgt, **reading_of(self.cfg))
             record["valid_aer"] = teacher_aer(records, d.valid_links)

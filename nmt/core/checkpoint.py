@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from nmt.errors import NMTError, one_line
+from nmt.core.errors import NMTError, one_line
 
 FORMAT = "nmt-checkpoint-1"
 

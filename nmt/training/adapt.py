@@ -2,10 +2,10 @@
 on the text they align. The run itself (its checkpoint, the model passed in) is never
 changed: training happens on a deep copy.
 
-The copy trains with the run's own objective (`nmt.train.loss_fn`, label-smoothed cross
+The copy trains with the run's own objective (`nmt.training.trainer.loss_fn`, label-smoothed cross
 entropy per target token plus the auxiliary loss its forward pass returns, the run's
 gradient clipping and batch size in tokens), with the trainer's optimiser
-(`nmt.optim.build_optimizer`) at a small constant learning rate, dropout on (train mode);
+(`nmt.training.optim.build_optimizer`) at a small constant learning rate, dropout on (train mode);
 it is returned in eval mode. A guided run keeps its guidance (`guided`, with `guides`:
 each pair's piece targets, nmt.align.guided.pair_guides).
 """
@@ -18,12 +18,12 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from nmt.config import GuidedConfig, TrainConfig
+from nmt.core.config import GuidedConfig, TrainConfig
+from nmt.core.errors import NMTError
 from nmt.data.batching import iterate_batches, token_batches
-from nmt.errors import NMTError
 from nmt.models.base import Seq2Seq
-from nmt.optim import build_optimizer
-from nmt.train import loss_fn
+from nmt.training.optim import build_optimizer
+from nmt.training.trainer import loss_fn
 
 # Chosen on the synthetic validation gold (docs/experiments/, choosing the defaults).
 DEFAULT_LR = 1e-3

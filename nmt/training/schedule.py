@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from nmt.config import TrainConfig
+from nmt.core.config import TrainConfig
 
 
 def budget_used(cfg: TrainConfig, step: int, seconds: float) -> float:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-from nmt.errors import NMTError
+from nmt.core.errors import NMTError
 
 try:
     import fcntl

@@ -7,16 +7,20 @@ import time
 from pathlib import Path
 
 import numpy as np
+import sacrebleu
 
-from nmt.translate import translate_ids
+from nmt.align.extract import dump_split_alignments
+from nmt.core.progress import counting
+from nmt.core.rundir import RunDir
+from nmt.data.corpora import load_split
+from nmt.decoding.api import load
+from nmt.decoding.translate import translate_ids
 
 LENGTH_BUCKETS = ((1, 10), (10, 20), (20, 30), (30, 40), (40, 10_000))
 
 
 def bleu_chrf(hyps: list[str], refs: list[str]) -> dict:
     """Corpus BLEU and chrF (sacreBLEU defaults: cased, 13a tokenisation) with signatures."""
-    import sacrebleu
-
     bleu = sacrebleu.metrics.BLEU(force=True)  # synthetic text is tokenised by design
     chrf = sacrebleu.metrics.CHRF()
     b, c = bleu.corpus_score(hyps, [refs]), chrf.corpus_score(hyps, [refs])
@@ -27,8 +31,6 @@ def bleu_chrf(hyps: list[str], refs: list[str]) -> dict:
 
 def bleu_by_length(sources: list[str], hyps: list[str], refs: list[str]) -> list[dict]:
     """BLEU per source-length bucket in words (Bahdanau et al. 2015, Figure 2)."""
-    import sacrebleu
-
     bleu = sacrebleu.metrics.BLEU(force=True)  # same settings as bleu_chrf
     rows = []
     lengths = np.array([len(s.split()) for s in sources])
@@ -45,20 +47,15 @@ def bleu_by_length(sources: list[str], hyps: list[str], refs: list[str]) -> list
 def evaluate_run(run_path: Path, split: str, beam: int | None = None,
                  limit: int = 0, align: bool = True) -> dict:
     """Decode a split of the run's corpus, write hyps/scores.json, dump its attention."""
-    from nmt.api import load
 
     return evaluate_model(load(run_path), split, beam, limit, align)
 
 
 def evaluate_model(model, split: str, beam: int | None = None, limit: int = 0,
                    align: bool = True, write: bool = True) -> dict:
-    """Decode a split of the corpus of `model` (an `nmt.api.Model`: one run or an
+    """Decode a split of the corpus of `model` (an `nmt.decoding.api.Model`: one run or an
     ensemble), score it and, with `write`, save hyps/<split>.txt, the attention of the
     split and the entry in the run's scores.json."""
-    from nmt.align.extract import dump_split_alignments
-    from nmt.data.corpora import load_split
-    from nmt.progress import counting
-    from nmt.rundir import RunDir
 
     cfg, vocab, module = model.cfg, model.vocab, model.module
     run = RunDir(model.path)

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from nmt.errors import NMTError, one_line
+from nmt.core.errors import NMTError, one_line
 
 
 # Each field declares its own limits: `positive`, `non_negative`, `fraction`, `one_of` a
@@ -41,25 +41,14 @@ def registered(default: str, registry: str) -> Any:
     return field(default=default, metadata={"registry": registry})
 
 
-_CHECKS = {"positive": lambda v: v > 0, "zero or positive": lambda v: v >= 0,
+CHECKS = {"positive": lambda v: v > 0, "zero or positive": lambda v: v >= 0,
            "in [0, 1)": lambda v: 0.0 <= v < 1.0}  # comparisons also reject NaN
 
 
-def registry_names(registry: str) -> tuple[str, ...]:
-    """Model families / attention scores: the names of the models' own registries."""
-    from nmt.models import MODELS  # imported when validating: models build on this module
-    from nmt.models.attention import SCORERS
-
-    return tuple({"models": MODELS, "scores": SCORERS}[registry])
-
-
-def choices(key: str) -> tuple[str, ...] | None:
-    """The valid values of a `section.name` key, or None when it takes any value."""
+def field_rules(key: str) -> dict:
+    """The declared limits of a `section.name` key (`check`, `choices` or `registry`)."""
     section, name = key.split(".")
-    meta = {f.name: f.metadata for f in dataclasses.fields(_SECTIONS[section])}[name]
-    if "registry" in meta:
-        return registry_names(meta["registry"])
-    return meta.get("choices")
+    return dict({f.name: f.metadata for f in dataclasses.fields(SECTIONS[section])}[name])
 
 
 class _Loader(yaml.SafeLoader):
@@ -156,8 +145,7 @@ class GuidedConfig:
     # eflomal: the statistical aligner on the corpus's training + validation pairs, both
     # directions joined by `symmetrize` (nmt data links) | gold: the corpus's <split>.gold
     teacher: str = one_of("eflomal", "gold")
-    symmetrize: str = one_of("grow-diag-final-and", "grow-diag-final", "grow-diag",
-                             "intersection", "union")  # how eflomal's two directions join
+    symmetrize: str = registered("grow-diag-final-and", "heuristics")  # how eflomal's two directions join
     layer: int = -2  # transformer: the supervised decoder layer (negative: from the top)
     heads: int = positive(1)  # transformer: how many of that layer's heads (the first ones)
     null_word: bool = False  # unlinked target words attend to the source EOS (IBM's NULL word), read as no link
@@ -229,7 +217,7 @@ class Config:
         return Path(self.runs_dir) / self.name
 
 
-_SECTIONS = {"data": DataConfig, "vocab": VocabConfig, "model": ModelConfig,
+SECTIONS = {"data": DataConfig, "vocab": VocabConfig, "model": ModelConfig,
              "local": LocalConfig, "guided": GuidedConfig, "train": TrainConfig,
              "decode": DecodeConfig}
 
@@ -294,8 +282,9 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.strip().split("."), parsed
 
 
-def config_from_dict(raw: dict, where: str = "config", overrides: list[str] = ()) -> Config:
-    """Validate a raw mapping (plus `--set` overrides) into a `Config`."""
+def build_config(raw: dict, where: str = "config", overrides: list[str] = ()) -> Config:
+    """A raw mapping (plus `--set` overrides) as a typed `Config`: keys and types checked;
+    each field's limits and the checks across keys are `nmt.models.checks.validate`'s."""
     if not isinstance(raw or {}, dict):
         raise NMTError(f"{where}: a config must be a YAML mapping of sections")
     raw = dict(raw or {})
@@ -309,14 +298,7 @@ def config_from_dict(raw: dict, where: str = "config", overrides: list[str] = ()
             node[part] = dict(child)  # a copy: never modify the caller's mapping
             node = node[part]
         node[path[-1]] = value
-    cfg = _build(Config, raw, "", where)
-    if not cfg.model.family:
-        raise NMTError(f"{where}: missing required key 'model.family'; "
-                       f"choose one of: {', '.join(registry_names('models'))}")
-    from nmt.config_checks import validate  # the checks across keys, beside this module
-
-    validate(cfg, where)
-    return cfg
+    return _build(Config, raw, "", where)
 
 
 def read_yaml(path: Path | str) -> Any:
@@ -354,26 +336,6 @@ def migrate(raw: Any) -> Any:
     return raw
 
 
-def load_config(path: Path | str, overrides: list[str] = ()) -> Config:
-    """Load and validate a YAML config. The run name defaults to the file's stem, with the
-    pair appended when `data.pair` is not the file's own (`--set data.pair=en-de` on
-    bahdanau.yaml trains runs/bahdanau_en-de), so two directions never share a run."""
-    path = Path(path)
-    raw = read_yaml(path) or {}
-    if not isinstance(raw, dict):
-        raise NMTError(f"{path}: a config must be a YAML mapping of sections")
-    data = raw.get("data")
-    own_pair = data.get("pair", DataConfig.pair) if isinstance(data, dict) else DataConfig.pair
-    cfg = config_from_dict({"name": path.stem, **raw}, str(path), overrides)
-    if "name" not in raw and cfg.name == path.stem and cfg.data.pair != own_pair:
-        cfg = dataclasses.replace(cfg, name=f"{path.stem}_{cfg.data.pair}")
-    name = Path(cfg.name)
-    if not name.parts or name.is_absolute() or ".." in name.parts:
-        raise NMTError(f"{path}: 'name' must be a run folder under runs_dir, e.g. 'bahdanau', "
-                       f"got {cfg.name!r}")
-    return cfg
-
-
 def config_to_dict(cfg: Config) -> dict:
     return dataclasses.asdict(cfg)
 
@@ -391,9 +353,8 @@ __all__ = [
     "ModelConfig",
     "TrainConfig",
     "VocabConfig",
-    "config_from_dict",
+    "build_config",
     "config_to_dict",
-    "load_config",
     "migrate",
     "read_yaml",
     "save_config",

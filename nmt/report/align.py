@@ -8,30 +8,37 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nmt.align.adapt import DEFAULT_LR, Adaptation, adapt_copy
-from nmt.align.attribution import METHODS
 from nmt.align.bidirectional import (
     check_reverse,
     flip_record,
     mean_records,
     symmetrized_records,
 )
-from nmt.align.extract import collect
-from nmt.align.guided import pair_guides, reading_of
-from nmt.align.io import (
-    AlignmentRecord,
-    corpus_gold,
-    load_alignments,
-    load_gold,
-    read_pairs,
-    save_alignments,
-    write_links,
-)
+from nmt.align.extract import DEFAULT_METHOD, METHODS, collect
+from nmt.align.guided import reading_of
+from nmt.align.io import load_alignments, load_gold, save_alignments, write_links
 from nmt.align.metrics import alignment_error_rate, alignment_summary
-from nmt.align.symmetrize import AGREEMENT, DEFAULT_AGREEMENT, HEURISTICS, SOFT
+from nmt.align.records import AlignmentRecord
+from nmt.align.statistical import require_eflomal, statistical_rows
 from nmt.align.words import links_from_matrix, word_matrix
-from nmt.config import Config
-from nmt.errors import NMTError
+from nmt.core.config import Config
+from nmt.core.errors import NMTError
+from nmt.core.plotting import plot_grid, plot_heatmap, save_gif
+from nmt.core.progress import counting
+from nmt.data.corpora import load_split
+from nmt.data.links import corpus_gold, read_pairs
+from nmt.data.symmetrize import (
+    AGREEMENT,
+    DEFAULT_AGREEMENT,
+    DEFAULT_HEURISTIC,
+    HEURISTICS,
+    SYMMETRIZATIONS,
+)
+from nmt.decoding.api import load
+from nmt.decoding.translate import nbest_ids
+from nmt.models.runs import load_config
+from nmt.training.adapt import DEFAULT_LR, Adaptation, adapt_copy
+from nmt.training.guided import pair_guides
 
 
 @dataclass(frozen=True)
@@ -54,9 +61,9 @@ class AlignOptions:
     reading: str = "auto"  # auto | naive | shifted (attention only)
     links: str = "argmax"  # argmax | threshold
     threshold: float = 0.5
-    methods: list[str] = field(default_factory=lambda: ["attention"])  # attention | saliency
+    methods: list[str] = field(default_factory=lambda: [DEFAULT_METHOD])  # nmt.align.extract.METHODS
     reverse: list[Path] = field(default_factory=list)  # k-th: the k-th run's other direction
-    symmetrize: list[str] = field(default_factory=list)  # heuristics (nmt.align.symmetrize)
+    symmetrize: list[str] = field(default_factory=list)  # heuristics (nmt.data.symmetrize)
     agreement: float = DEFAULT_AGREEMENT  # threshold of the "agreement" symmetrisation
     adapt: int = 0  # fine-tune a copy of each model on the pairs for N steps first (0 = off)
     adapt_lr: float = DEFAULT_LR
@@ -93,20 +100,18 @@ def check_options(opts: AlignOptions) -> None:
         raise NMTError("--reverse, --adapt and --statistical need the same given pairs for "
                        "every model; use --mode forced")
     if opts.statistical:
-        from nmt.align.statistical import require_eflomal
 
         require_eflomal()
     bad = [m for m in opts.methods if m not in METHODS]
     if bad or not opts.methods:
         raise NMTError(f"--method {bad[0] if bad else ''!r}: use one of {', '.join(METHODS)}")
-    bad = [h for h in opts.symmetrize if h not in HEURISTICS + SOFT]
+    bad = [h for h in opts.symmetrize if h not in SYMMETRIZATIONS]
     if bad:
-        raise NMTError(f"--symmetrize {bad[0]!r}: use one of {', '.join(HEURISTICS + SOFT)}")
+        raise NMTError(f"--symmetrize {bad[0]!r}: use one of {', '.join(SYMMETRIZATIONS)}")
 
 
 def select_inputs(cfg: Config, opts: AlignOptions) -> tuple[list[str], list[str], Path | None]:
     """Sentences to align and the corpus gold file that goes with them, if any."""
-    from nmt.data.corpora import load_split
 
     gold = None
     if opts.pairs is not None:
@@ -140,9 +145,6 @@ def extract_run(run: Path, sources: list[str], targets: list[str], opts: AlignOp
     """Records of one run for every `opts.methods`: forced on `targets`, or free on the
     run's own translation (the search's ids, not re-encoded text); adapted first when
     `opts.adapt`. The run's checkpoint is only read."""
-    from nmt.api import load
-    from nmt.progress import counting
-    from nmt.translate import nbest_ids
 
     loaded = load(run, checkpoint=opts.checkpoint)  # the Python API's model: the CLI and the API read runs one way
     cfg, vocab, model = loaded.cfg, loaded.vocab, loaded.module
@@ -168,10 +170,10 @@ def extract_run(run: Path, sources: list[str], targets: list[str], opts: AlignOp
         meta["adapt_steps"] = opts.adapt
     out = Extraction(cfg, {}, {}, adaptation)
     for method in opts.methods:
-        if method == "attention" and not model.has_attention:
+        if method == DEFAULT_METHOD and not model.has_attention:
             out.records[method] = None
             continue
-        attention = method == "attention"
+        attention = method == DEFAULT_METHOD
         start = time.perf_counter()
         read = {}
         if attention:  # asked for, else the run's own (a guided run: its supervised heads)
@@ -204,7 +206,6 @@ def layer_table(records: list[AlignmentRecord], gold: list, opts: AlignOptions) 
 def plot_sentences(out: Path, names: list[str], all_records: list, picks: list[int],
                    fmt: str) -> list[Path]:
     """A heatmap per row and sentence, and one grid per sentence with a panel per row."""
-    from nmt.plotting import plot_grid, plot_heatmap
 
     paths = []
     first = next(recs for recs in all_records if recs is not None)
@@ -230,7 +231,7 @@ def run_names(runs: list[Path]) -> list[str]:
 
 def row_name(name: str, method: str, heuristic: str | None = None) -> str:
     """`<run>` for attention, `<run>.<method>` otherwise; `.<heuristic>` when symmetrised."""
-    return name + ("" if method == "attention" else f".{method}") + (
+    return name + ("" if method == DEFAULT_METHOD else f".{method}") + (
         f".{heuristic}" if heuristic else "")
 
 
@@ -323,10 +324,9 @@ def add_statistical(rows: Rows, cfg: Config, sources: list[str], targets: list[s
     """`--statistical`: eflomal's rows (one per link --symmetrize heuristic, default
     grow-diag-final-and; eflomal gives links, not the maps `agreement` needs),
     trained on the corpus's training pairs plus these pairs (nmt.align.statistical)."""
-    from nmt.align.statistical import statistical_rows
 
     from_corpus = rows.opts.pairs is None and not rows.opts.src
-    heuristics = [h for h in rows.opts.symmetrize if h in HEURISTICS] or ["grow-diag-final-and"]
+    heuristics = [h for h in rows.opts.symmetrize if h in HEURISTICS] or [DEFAULT_HEURISTIC]
     for name, records, info in statistical_rows(cfg, sources, targets, from_corpus, heuristics):
         rows.add(name, records, info)
 
@@ -334,7 +334,6 @@ def add_statistical(rows: Rows, cfg: Config, sources: list[str], targets: list[s
 def align_runs(opts: AlignOptions) -> dict:
     """Align with every run (and its --reverse); write `<out>/<row>.npz/.json/.links`,
     plots and summary.json; returns the summary (row name -> entry)."""
-    from nmt.rundir import load_config
 
     check_options(opts)
     for run, reverse in zip(opts.runs, opts.reverse):
@@ -372,7 +371,6 @@ def align_runs(opts: AlignOptions) -> dict:
 
 def over_training_grid(run: Path, sentence: int, out: Path, fmt: str) -> Path:
     """One validation sentence's attention at every validation step, as a grid (+ GIF)."""
-    from nmt.plotting import plot_grid, plot_heatmap, save_gif
 
     steps = sorted((run / "align" / "steps").glob("step*.npz"))
     if not steps:

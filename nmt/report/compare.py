@@ -15,14 +15,17 @@ from pathlib import Path
 
 import torch
 
-from nmt.align.io import AlignmentRecord, load_alignments
-from nmt.checkpoint import load_checkpoint
-from nmt.config import Config, config_to_dict
-from nmt.document import Block, render_html, render_markdown
-from nmt.errors import NMTError
+from nmt.align.io import load_alignments
+from nmt.align.records import AlignmentRecord
+from nmt.align.statistical import METHOD, corpus_statistical
+from nmt.core.checkpoint import load_checkpoint
+from nmt.core.config import Config, config_to_dict
+from nmt.core.document import Block, render_html, render_markdown
+from nmt.core.errors import NMTError
+from nmt.core.plotting import plot_grid, plot_lines
+from nmt.core.rundir import RunDir
 from nmt.models import MODELS
-from nmt.plotting import plot_grid, plot_lines
-from nmt.rundir import RunDir, load_config
+from nmt.models.runs import load_config
 
 NA = "—"
 FIXED = "†"
@@ -186,7 +189,6 @@ def statistical_row(cfg: Config, split: str
                     ) -> tuple[list[str], dict[str, dict[int, AlignmentRecord]]]:
     """`--statistical`: eflomal's table cells (AER and the diagonal's; nothing else applies)
     and its 0/1 link records for the grids."""
-    from nmt.align.statistical import METHOD, corpus_statistical
 
     records, summary = corpus_statistical(cfg, split)
     cells = [METHOD, f"statistical ({summary['symmetrize']})", "1"]

@@ -13,12 +13,16 @@ from pathlib import Path
 
 import numpy as np
 
-from nmt.errors import NMTError
+from nmt.align.io import load_alignments
+from nmt.core.errors import NMTError
+from nmt.core.plotting import _STYLE, _draw_heatmap, _side
 
 
 def _writer_class():
     try:
-        from torch.utils.tensorboard import SummaryWriter
+        from torch.utils.tensorboard import (
+            SummaryWriter,  # optional extra: pip install -e '.[tensorboard]'
+        )
     except ImportError:
         raise NMTError("train.tensorboard: true needs the tensorboard package: "
                        "pip install -e '.[tensorboard]' (or set train.tensorboard: false)") from None
@@ -53,7 +57,6 @@ class Board:
         """The records of align/steps/step<N>.npz (None: a family without attention)."""
         if self.directory is None or path is None:
             return
-        from nmt.align.io import load_alignments
 
         writer = self._open(step)
         for i, rec in enumerate(load_alignments(path)):
@@ -75,13 +78,14 @@ class Board:
 
 
 def heatmap_image(rec) -> np.ndarray:
-    """A record's word-level attention as nmt.plotting draws it, rendered off-screen to an
+    """A record's word-level attention as nmt.core.plotting draws it, rendered off-screen to an
     (H, W, 3) uint8 array (no pyplot, which SummaryWriter.add_figure would import)."""
-    import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    import matplotlib  # start-up: matplotlib only when a figure is drawn
+    from matplotlib.backends.backend_agg import (
+        FigureCanvasAgg,  # start-up: matplotlib only when a figure is drawn
+    )
+    from matplotlib.figure import Figure  # start-up: matplotlib only when a figure is drawn
 
-    from nmt.plotting import _STYLE, _draw_heatmap, _side
 
     with matplotlib.rc_context(_STYLE):
         fig = Figure(figsize=(_side(len(rec.src_words), 4, 14) + 1.2,

@@ -83,9 +83,14 @@ def is_live(stream: IO[str] | None = None) -> bool:
 def _progress(stream: IO[str]) -> Any:
     """A rich bar: description, bar, percentage and our own `info` text, then an optional
     status line under the bars (`progress.status`); rich is imported here, when drawn."""
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
-    from rich.text import Text
+    from rich.console import Console  # start-up: rich only when a bar is drawn
+    from rich.progress import (  # start-up: rich only when a bar is drawn
+        BarColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+    )
+    from rich.text import Text  # start-up: rich only when a bar is drawn
 
     class Bars(Progress):
         status = ""

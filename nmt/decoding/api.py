@@ -1,0 +1,251 @@
+"""The Python API: a trained run as an object (docs/api.md).
+
+    import nmt
+    model = nmt.load("runs/bahdanau")
+    [t] = model.translate(["Ein Hund läuft."], alignments=True)
+    t.text, t.score, t.links          # word links (source, target), 0-based
+    records = model.align(["Ein Hund läuft."], ["A dog runs."])   # what `nmt align` writes
+    model.score(["Ein Hund läuft."], ["A dog runs."])             # log-probabilities
+
+`nmt translate`, `nmt evaluate` and `nmt align` go through this module, so the CLI and
+the API give the same results by construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nmt.align.extract import DEFAULT_METHOD, collect
+from nmt.align.guided import reading_of
+from nmt.align.records import AlignmentRecord
+from nmt.core.config import Config
+from nmt.core.errors import NMTError
+from nmt.core.tokens import PAD
+from nmt.data.batching import collate
+from nmt.data.links import Link
+from nmt.data.subwords import Vocab
+from nmt.decoding.translate import nbest_ids
+from nmt.models.base import Seq2Seq
+from nmt.models.ensemble import Ensemble, check_same_vocab
+from nmt.models.runs import load_run
+
+CHUNK_LINES = 1000  # a stream is read, decoded and yielded this many lines at a time
+
+
+@dataclass
+class Hypothesis:
+    """One translation: text, the search's score, its target pieces and, when alignments
+    were asked for, word-level links (source, target), 0-based, and the word matrix
+    (target words x source words) they were read from."""
+
+    text: str
+    score: float
+    pieces: list[str]
+    links: list[Link] | None = None
+    word_matrix: np.ndarray | None = None
+    src_words: list[str] | None = None
+    tgt_words: list[str] | None = None
+
+    def as_dict(self) -> dict:
+        out = {"text": self.text, "score": round(self.score, 4), "pieces": self.pieces}
+        if self.links is not None:
+            out["links"] = [list(link) for link in self.links]
+        return out
+
+
+@dataclass
+class Translation:
+    """The n-best hypotheses of one source sentence, best first; `text`, `score`,
+    `pieces` and `links` are the best one's."""
+
+    source: str
+    hypotheses: list[Hypothesis] = field(default_factory=list)
+
+    text = property(lambda self: self.hypotheses[0].text)
+    score = property(lambda self: self.hypotheses[0].score)
+    pieces = property(lambda self: self.hypotheses[0].pieces)
+    links = property(lambda self: self.hypotheses[0].links)
+    word_matrix = property(lambda self: self.hypotheses[0].word_matrix)
+
+    def as_dict(self) -> dict:
+        out = {"source": self.source, **self.hypotheses[0].as_dict()}
+        if len(self.hypotheses) > 1:
+            out["n_best"] = [h.as_dict() for h in self.hypotheses]
+        return out
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling instead of search: top-k (k > 0) or top-p (0 < p <= 1) at `temperature`,
+    seeded so that the same call gives the same samples."""
+
+    top_k: int = 0
+    top_p: float = 1.0
+    temperature: float = 1.0
+    seed: int = 0
+
+    @classmethod
+    def parse(cls, text: str, temperature: float = 1.0, seed: int = 0) -> Sampling:
+        """`top-k:K` or `top-p:P`, as `nmt translate --sampling` takes them."""
+        kind, _, value = text.partition(":")
+        try:
+            if kind == "top-k" and int(value) > 0:
+                return cls(top_k=int(value), temperature=temperature, seed=seed)
+            if kind == "top-p" and 0.0 < float(value) <= 1.0:
+                return cls(top_p=float(value), temperature=temperature, seed=seed)
+        except ValueError:
+            pass
+        raise NMTError(f"--sampling {text!r}: use top-k:K with K >= 1 or top-p:P with "
+                       "0 < P <= 1, e.g. --sampling top-k:10")
+
+
+class Model:
+    """A trained run (or an ensemble of runs, `load(a, b)`) loaded once, in eval mode."""
+
+    def __init__(self, path: Path, cfg: Config, vocab: Vocab, module: Seq2Seq):
+        self.path, self.cfg, self.vocab, self.module = Path(path), cfg, vocab, module
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def family(self) -> str:
+        return self.cfg.model.family
+
+    def __repr__(self) -> str:
+        return f"nmt.Model({str(self.path)!r}, family={self.family!r}, pair={self.cfg.data.pair!r})"
+
+    # ------------------------------------------------------------------ translation
+
+    def translate(self, texts: str | Sequence[str], beam: int | None = None, n_best: int = 1,
+                  alignments: bool = False, method: str = DEFAULT_METHOD,
+                  sampling: Sampling | None = None) -> list[Translation]:
+        """Translate sentences: one `Translation` (n-best hypotheses) per input, in order.
+        `beam` defaults to the run's decode.beam (1 = greedy); `alignments` adds each
+        hypothesis's word links, read exactly as `nmt align --mode free` reads them."""
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        return [t for chunk in self.translate_chunks(texts, beam, n_best, alignments, method,
+                                                     sampling, chunk=max(len(texts), 1))
+                for t in chunk]
+
+    def translate_chunks(self, lines: Iterable[str], beam: int | None = None, n_best: int = 1,
+                         alignments: bool = False, method: str = DEFAULT_METHOD,
+                         sampling: Sampling | None = None, chunk: int = CHUNK_LINES
+                         ) -> Iterator[list[Translation]]:
+        """`translate` over a stream, `chunk` lines at a time (length-sorted batches inside
+        each chunk), yielding each chunk's translations in input order as soon as it is
+        decoded: output starts after the first chunk and memory does not grow."""
+
+        beam = self._beam(beam, n_best, sampling)
+        lines = iter(lines)
+        while block := list(islice(lines, chunk)):
+            src_ids = self.vocab.encode_src(block)
+            nbest = nbest_ids(self.module, src_ids, self.cfg.decode, beam, n_best, sampling)
+            hyps = [[Hypothesis(self.vocab.decode_tgt(ids), score, self.vocab.tgt_pieces(ids))
+                     for ids, score in sentence] for sentence in nbest]
+            if alignments:
+                self._add_links(src_ids, nbest, hyps, method)
+            yield [Translation(text, h) for text, h in zip(block, hyps)]
+
+    def _beam(self, beam: int | None, n_best: int, sampling: Sampling | None) -> int:
+        if n_best < 1 or (beam is not None and beam < 1):
+            raise NMTError(f"beam {beam} / n_best {n_best}: both must be at least 1")
+        if sampling is not None:
+            if n_best > 1:
+                raise NMTError("sampling draws one translation per sentence; drop n_best")
+            return 1
+        if beam is not None and n_best > beam:
+            raise NMTError(f"--n-best {n_best} is larger than --beam {beam}; a beam of k "
+                           "keeps at most k hypotheses")
+        return beam or max(self.cfg.decode.beam, n_best)
+
+    def _add_links(self, src_ids: list, nbest: list, hyps: list[list[Hypothesis]],
+                   method: str) -> None:
+        flat = [(i, k) for i, sentence in enumerate(nbest) for k in range(len(sentence))]
+        if not flat:
+            return
+        records = self.align_ids([src_ids[i] for i, _ in flat],
+                                 [nbest[i][k][0] for i, k in flat], method, mode="free")
+        for (i, k), rec in zip(flat, records):
+            h = hyps[i][k]
+            h.links, h.word_matrix = rec.links, rec.word_weights
+            h.src_words, h.tgt_words = rec.src_words, rec.tgt_words
+
+    # ------------------------------------------------------------------ alignment
+
+    def align(self, sources: Sequence[str], targets: Sequence[str] | None = None,
+              method: str = DEFAULT_METHOD, beam: int | None = None) -> list[AlignmentRecord]:
+        """The records `nmt align` writes: forced on `targets`, or free (on the model's own
+        translation with the run's decode settings, or `beam`) when `targets` is None."""
+        src_ids = self.vocab.encode_src(list(sources))
+        if targets is None:
+            tgt_ids = [h[0][0] for h in nbest_ids(self.module, src_ids, self.cfg.decode, beam)]
+            return self.align_ids(src_ids, tgt_ids, method, mode="free")
+        if len(targets) != len(sources):
+            raise NMTError(f"align: {len(sources)} sources but {len(targets)} targets")
+        if not all(t.strip() for t in targets):
+            raise NMTError("forced alignment needs a target for every sentence; pass "
+                           "targets=None for the model's own translation")
+        return self.align_ids(src_ids, self.vocab.encode_tgt(list(targets)), method)
+
+    def align_ids(self, src_ids: list, tgt_ids: list, method: str = DEFAULT_METHOD,
+                  mode: str = "forced", **kwargs) -> list[AlignmentRecord]:
+        """Records of encoded pairs (src ids end in EOS, tgt ids do not), in the run's
+        default reading (a guided run's supervised layer and heads); `kwargs` go to
+        `nmt.align.extract.collect` (layer, heads, shifted, links, threshold)."""
+
+        if method == DEFAULT_METHOD:  # a guided run is read at its supervised heads
+            kwargs = {**reading_of(self.cfg), **kwargs}
+        if method == DEFAULT_METHOD and not self.module.has_attention:
+            raise NMTError(f"{self.path}: {self.family} has no attention to align with; use "
+                           "method saliency (--method saliency)")
+        meta = {"mode": mode, "run": str(self.path), "family": self.family,
+                **kwargs.pop("meta", {})}
+        return collect(self.module, self.vocab, src_ids, tgt_ids, method=method, meta=meta,
+                       **kwargs)
+
+    # ------------------------------------------------------------------ scoring
+
+    @torch.no_grad()
+    def score(self, sources: Sequence[str], targets: Sequence[str], batch_size: int = 64
+              ) -> list[float]:
+        """log p(target | source) of each pair: the sum over the target's pieces and EOS
+        of the model's log-probabilities (natural log), teacher-forced, in eval mode."""
+        if len(sources) != len(targets):
+            raise NMTError(f"score: {len(sources)} sources but {len(targets)} targets")
+        src_ids = self.vocab.encode_src(list(sources))
+        tgt_ids = self.vocab.encode_tgt(list(targets))
+        self.module.eval()
+        device = next(self.module.parameters()).device
+        out: list[float] = []
+        for start in range(0, len(src_ids), batch_size):
+            batch = collate(src_ids[start:start + batch_size],
+                            tgt_ids[start:start + batch_size]).to(device)
+            logits, _, _ = self.module(batch.src, batch.tgt_in)
+            log_probs = torch.log_softmax(logits.float(), -1)
+            picked = log_probs.gather(-1, batch.tgt_out.unsqueeze(-1)).squeeze(-1)
+            out += (picked * (batch.tgt_out != PAD)).sum(1).tolist()
+        return out
+
+
+def load(*runs: str | Path, checkpoint: str = "best", device: str | None = None) -> Model:
+    """A trained run, `checkpoint` "best", "last" or "averaged" (`nmt average`); several
+    runs of one vocabulary make an ensemble that averages their per-step log-probabilities."""
+
+    if not runs:
+        raise NMTError("nmt.load: give at least one run directory")
+    loaded = [load_run(Path(r), checkpoint) for r in runs]
+    cfg, vocab, module, _ = loaded[0]
+    if len(loaded) > 1:
+        check_same_vocab([(Path(r), v) for r, (_, v, _, _) in zip(runs, loaded)])
+        module = Ensemble([m for _, _, m, _ in loaded])
+    if device:
+        module = module.to(device)
+    return Model(Path(runs[0]), cfg, vocab, module.eval())

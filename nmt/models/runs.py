@@ -1,0 +1,51 @@
+"""A trained run loaded back: its config, checked against today's rules, and its model.
+
+The run directory's layout is nmt.core.rundir's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nmt.core.checkpoint import check_vocab, load_checkpoint
+from nmt.core.config import Config, migrate, read_yaml
+from nmt.core.errors import NMTError, one_line
+from nmt.core.rundir import RunDir
+from nmt.data.subwords import Vocab
+from nmt.models import build_model
+from nmt.models.base import Seq2Seq
+from nmt.models.checks import config_from_dict
+
+
+def load_config(path: Path | str) -> Config:
+    """The resolved config of a run directory; the one check that a folder is a run."""
+    run = RunDir(path)
+    if not run.path.is_dir():
+        raise NMTError(f"{run.path}: run directory not found; pass a folder under runs/")
+    if not run.config.is_file():
+        raise NMTError(f"{run.path}: not a run directory (no config.yaml); pass a folder "
+                       "written by `nmt train`")
+    return config_from_dict(migrate(read_yaml(run.config)), str(run.config))
+
+
+def load_run(path: Path | str, which: str = "best") -> tuple[Config, Vocab, Seq2Seq, dict]:
+    """Config, vocabulary and model (eval mode) of a trained run, plus the checkpoint."""
+    run = RunDir(path)
+    cfg = load_config(run.path)
+    ckpt_path = run.checkpoint(which)
+    if which == "best" and not ckpt_path.is_file():
+        ckpt_path = run.checkpoint("last")
+    if which == "averaged" and not ckpt_path.is_file():
+        raise NMTError(f"{ckpt_path}: no averaged checkpoint; write it with "
+                       f"`nmt average --run {run.path} --last N`")
+    payload = load_checkpoint(ckpt_path)
+    vocab = Vocab.from_dir(run.spm)
+    check_vocab(payload, vocab, ckpt_path, f"{run.spm} has {vocab.src_size}/{vocab.tgt_size}; "
+                "they do not belong together")
+    model = build_model(cfg.model, vocab.src_size, vocab.tgt_size, vocab.joint, cfg.local)
+    try:
+        model.load_state_dict(payload["model"])
+    except (RuntimeError, KeyError) as exc:
+        raise NMTError(f"{ckpt_path}: weights do not match {run.config} "
+                       f"({one_line(exc, 100)})") from None
+    model.eval()
+    return cfg, vocab, model, payload

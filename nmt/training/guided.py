@@ -1,0 +1,190 @@
+"""Guided alignment's training parts: a teacher's word links for the training pairs, mapped
+onto pieces, and the loss that teaches attention to follow them (Garg et al. 2019; for RNN
+attention Chen et al. 2016, Mi et al. 2016). Config section `guided` (docs/alignment.md).
+
+The teacher is eflomal (`nmt data links`: trained on the corpus's training + validation
+pairs, both directions symmetrised; cached beside the corpus under a key of its
+settings) or, for a corpus that ships them, the gold links of `<split>.gold`. Words are
+whitespace tokens, which are SentencePiece's words too (a piece that starts with "▁"
+starts a word). Row t of the supervised map is the decoder step that predicts target
+piece t, as `nmt align` reads a guided run (nmt.align.guided).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from nmt.align.metrics import alignment_error_rate
+from nmt.align.statistical import (
+    ITERATIONS,
+    SAMPLERS,
+    eflomal_links,
+    require_eflomal,
+    statistical_links,
+)
+from nmt.align.words import pieces_to_words
+from nmt.core.checkpoint import atomic_write
+from nmt.core.config import Config
+from nmt.core.errors import NMTError
+from nmt.core.tokens import EOS
+from nmt.data.corpora import corpus_dir, load_split
+from nmt.data.links import (
+    GoldAlignment,
+    Link,
+    corpus_gold,
+    format_pharaoh,
+    parse_pharaoh,
+    read_gold,
+)
+from nmt.data.symmetrize import symmetrize
+from nmt.models.attention import supervised
+
+
+def alignment_loss(attn: Tensor, guide: Tensor, layer: int, heads: int) -> Tensor:
+    """sum_t sum_s -g_ts log a_ts over the batch: the cross-entropy from each target
+    position's normalised teacher links g (B, T, S) to the supervised attention a; a
+    position without links (a zero row of g) adds nothing."""
+    a = supervised(attn, layer, heads).float()
+    return -(guide * torch.log(a.clamp_min(1e-9))).sum()
+
+
+def piece_targets(src_pieces: Sequence[str], tgt_pieces: Sequence[str], links: set[Link],
+                  null: bool = False) -> np.ndarray | None:
+    """(T+1, S+1) targets of one pair (target pieces + EOS row, source pieces + EOS
+    column): row t spreads mass 1 equally over the pieces of the source words linked to
+    the word of target piece t; rows of unlinked words, the EOS row and column stay 0.
+    `null` (guided.null_word) and a pair with links: the rows of unlinked words and the EOS
+    row put their mass 1 on the source EOS instead (the NULL word). None when a link lies
+    outside the pair's words (the teacher saw other words)."""
+    sw, tw = pieces_to_words(src_pieces), pieces_to_words(tgt_pieces)
+    n_s, n_t = (max(sw) + 1 if sw else 0), (max(tw) + 1 if tw else 0)
+    if any(i >= n_s or j >= n_t for i, j in links):
+        return None
+    words = np.zeros((n_t, n_s), dtype=np.float32)
+    for i, j in links:
+        words[j, i] = 1.0
+    out = np.zeros((len(tgt_pieces) + 1, len(src_pieces) + 1), dtype=np.float32)
+    if n_t and n_s:
+        out[:-1, :-1] = words[np.asarray(tw)][:, np.asarray(sw)]
+    total = out.sum(1, keepdims=True)
+    if null and links:
+        out[total[:, 0] == 0, -1] = 1.0
+        total = out.sum(1, keepdims=True)
+    return np.divide(out, total, out=out, where=total > 0)
+
+
+def guide_targets(vocab, src_ids: list, tgt_ids: list, links: list[set[Link]],
+                  null: bool = False) -> tuple[list[np.ndarray | None], int]:
+    """`piece_targets` of every encoded pair (src ids end in EOS), and how many pairs the
+    links did not fit (they get None: no guidance)."""
+    out, misfit = [], 0
+    for s, t, pair_links in zip(src_ids, tgt_ids, links, strict=True):
+        src = vocab.src_pieces([int(i) for i in s if i != EOS])
+        target = piece_targets(src, vocab.tgt_pieces([int(i) for i in t]), pair_links, null)
+        misfit += target is None
+        out.append(target)
+    return out, misfit
+
+
+def pair_guides(cfg: Config, vocab, sources: Sequence[str], targets: Sequence[str],
+                src_ids: list, tgt_ids: list, from_corpus: bool) -> list[np.ndarray | None]:
+    """`--adapt` of a guided run keeps its guidance: the piece targets of eflomal's links of
+    the pairs being aligned, eflomal trained as its own `--statistical` row is (the
+    corpus's training pairs plus these pairs; `from_corpus`: they are a split of the corpus,
+    tokenised alike), both directions joined by guided.symmetrize. Always eflomal, also for
+    a run taught by gold links: gold of the pairs being aligned is what they are scored on."""
+
+    require_eflomal()
+    train = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, cfg.data.train)
+    langs = None if from_corpus else (cfg.src_lang, cfg.tgt_lang)
+    fwd, rev, _ = statistical_links(sources, targets, train, langs)
+    links = [symmetrize(f, r, len(s.split()), len(t.split()), cfg.guided.symmetrize)
+             for f, r, s, t in zip(fwd, rev, sources, targets, strict=True)]
+    return guide_targets(vocab, src_ids, tgt_ids, links, cfg.guided.null_word)[0]
+
+
+def _words(lines: Sequence[str]) -> list[list[str]]:
+    return [line.lower().split() for line in lines]
+
+
+def links_folder(cfg: Config) -> Path:
+    """Where `nmt data links` caches the teacher's links of `cfg`'s corpus and pair."""
+
+    folder = corpus_dir(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair)
+    settings = {"teacher": "eflomal", "symmetrize": cfg.guided.symmetrize,
+                "iterations": ITERATIONS, "samplers": SAMPLERS, "pair": cfg.data.pair,
+                "splits": [cfg.data.train, cfg.data.valid]}
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    for split in (cfg.data.train, cfg.data.valid):
+        for lang in (cfg.src_lang, cfg.tgt_lang):
+            path = folder / f"{split}.{lang}"
+            if path.is_file():
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return folder / "links" / f"{cfg.data.pair}.eflomal-{digest.hexdigest()[:16]}"
+
+
+def teacher_links(cfg: Config, split: str, compute: bool = True) -> list[set[Link]]:
+    """The teacher's word links (source, target) of every pair of `split`; eflomal's come
+    from the cache, computed first (for the training and validation splits together)
+    when `compute` and missing."""
+
+    if cfg.guided.teacher == "gold":
+        path = corpus_gold(cfg, split)
+        if path is None:
+            raise NMTError(f"guided.teacher gold: the {cfg.data.corpus} corpus has no "
+                           f"{split}.gold for {cfg.data.pair}; use guided.teacher: eflomal")
+        return [set(g.possible) for g in read_gold(path)]
+    folder = links_folder(cfg)
+    path = folder / f"{split}.links"
+    if not path.is_file():
+        if not compute:
+            raise NMTError(f"{path}: no cached links; run `nmt data links --config ...`")
+        write_teacher_links(cfg)
+    if not path.is_file():
+        raise NMTError(f"{path}: eflomal's links cover {cfg.data.train} and {cfg.data.valid} "
+                       f"only, not {split}")
+    return [parse_pharaoh(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def write_teacher_links(cfg: Config, threads: int | None = None) -> Path:
+    """Run eflomal on the corpus's training + validation pairs in both directions,
+    symmetrise (guided.symmetrize) and cache the links of each split; returns the folder."""
+
+    require_eflomal()
+    folder = links_folder(cfg)
+    root = Path(cfg.data.root)
+    splits = {s: load_split(root, cfg.data.corpus, cfg.data.pair, s)
+              for s in (cfg.data.train, cfg.data.valid)}
+    src, tgt, owner = [], [], []
+    for split, (sources, targets) in splits.items():
+        for k, (s, t) in enumerate(zip(_words(sources), _words(targets))):
+            if s and t:  # eflomal aligns non-empty pairs; an empty one gets no links
+                src.append(s)
+                tgt.append(t)
+                owner.append((split, k))
+    fwd, rev = eflomal_links(src, tgt, threads)
+    links = {split: [set() for _ in sources] for split, (sources, _) in splits.items()}
+    for (split, k), f, r, s, t in zip(owner, fwd, rev, src, tgt):
+        links[split][k] = symmetrize(f, r, len(s), len(t), cfg.guided.symmetrize)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, pair_links in links.items():
+        text = "".join(format_pharaoh(x) + "\n" for x in pair_links).encode("utf-8")
+        atomic_write(folder / f"{split}.links", lambda handle, text=text: handle.write(text))
+    (folder / "settings.json").write_text(json.dumps({
+        "teacher": "eflomal", "symmetrize": cfg.guided.symmetrize, "pairs": len(src),
+        "splits": {s: len(v) for s, v in links.items()}}, indent=2) + "\n")
+    return folder
+
+
+def teacher_aer(records, links: Sequence[set[Link]]) -> float:
+    """AER of the records' links against the teacher's (every teacher link sure)."""
+
+    gold = [GoldAlignment(frozenset(x), frozenset(x)) for x in links[:len(records)]]
+    return alignment_error_rate([r.links for r in records], gold)["aer"]
