@@ -406,7 +406,8 @@ def _child(copy: Path, args: list[str], rank: dict | None, exclude) -> int:
     import pytest
 
     recorder = _Recorder(rank, exclude)
-    code = pytest.main([*args, "-q", "-p", "no:cacheprovider"], plugins=[recorder])
+    code = pytest.main([*args, "-q", "-p", "no:cacheprovider", "-n", "0"],  # one process: the
+                       plugins=[recorder])  # recorder sees every report (no xdist workers)
     (copy.parent / "pytest.json").write_text(json.dumps(
         {"code": int(code), "failed": recorder.failed, "seconds": recorder.seconds,
          "skipped": recorder.skipped}))
