@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import nmt
+import nmt.core.errors
 from nmt.core.checkpoint import kept_checkpoints, load_checkpoint
 from nmt.core.tokens import BOS, EOS, PAD
 from nmt.decoding.api import Sampling
@@ -245,3 +246,30 @@ def test_sampling_through_the_cli_is_reproducible_and_checked(runs, data_root, c
                               "top-q:3", "x"), "--sampling", "top-k:K")
     assert_user_error(run_cli(capsys, "translate", "--run", runs["bahdanau"], "--sampling",
                               "top-p:1.5", "x"), "top-p:P")
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.align("a b c"),  # a bare string would be split into characters
+    lambda m: m.score("ab", "cd"),
+    lambda m: m.translate([None]),
+    lambda m: m.translate([1]),
+    lambda m: m.translate(None),
+    lambda m: m.translate(["a"], beam=2.5),
+    lambda m: m.translate(["a"], n_best=True),
+    lambda m: list(m.translate_chunks(["a"], chunk=0)),  # not an empty result
+    lambda m: list(m.translate_chunks("a b")),
+    lambda m: m.align(["a"], [None]),
+    lambda m: m.align(["a"], beam=0),
+    lambda m: m.score(["a"], ["b"], batch_size=0),
+    lambda m: nmt.load(None),
+], ids=["align-str", "score-str", "translate-none-item", "translate-int-item",
+        "translate-none", "beam-float", "n_best-bool", "chunk-zero", "chunks-str",
+        "align-none-target", "align-beam-zero", "score-batch-zero", "load-none"])
+def test_the_api_refuses_bad_arguments_with_one_line_naming_them(runs, call):
+    model = nmt.load(runs["bahdanau"])
+    with pytest.raises(nmt.core.errors.NMTError) as caught:
+        call(model)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert any(name in message for name in ("sources", "targets", "texts", "lines", "beam",
+                                            "n_best", "chunk", "batch_size", "nmt.load"))

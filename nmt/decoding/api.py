@@ -38,6 +38,29 @@ from nmt.models.runs import load_run
 CHUNK_LINES = 1000  # a stream is read, decoded and yielded this many lines at a time
 
 
+
+def _texts(value, name: str) -> list[str]:
+    """`value` as a list of strings, or a one-line NMTError naming the argument: a bare
+    string is refused (iterating it would split it into characters), and so is any item
+    that is not a string."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise NMTError(f"{name}: expected a list of strings, got {type(value).__name__}; "
+                       f"wrap one sentence as [text]")
+    out = list(value)
+    for i, item in enumerate(out):
+        if not isinstance(item, str):
+            raise NMTError(f"{name}[{i}]: expected a string, got {type(item).__name__}")
+    return out
+
+
+def _count(value, name: str, allow_none: bool = False) -> int | None:
+    """A whole number of at least 1 (or None where that means the default), or NMTError."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise NMTError(f"{name}: expected a whole number of at least 1, got {value!r}")
+    return value
+
 @dataclass
 class Hypothesis:
     """One translation: text, the search's score, its target pieces and, when alignments
@@ -130,7 +153,7 @@ class Model:
         """Translate sentences: one `Translation` (n-best hypotheses) per input, in order.
         `beam` defaults to the run's decode.beam (1 = greedy); `alignments` adds each
         hypothesis's word links, read exactly as `nmt align --mode free` reads them."""
-        texts = [texts] if isinstance(texts, str) else list(texts)
+        texts = [texts] if isinstance(texts, str) else _texts(texts, "texts")
         return [t for chunk in self.translate_chunks(texts, beam, n_best, alignments, method,
                                                      sampling, chunk=max(len(texts), 1))
                 for t in chunk]
@@ -144,8 +167,11 @@ class Model:
         decoded: output starts after the first chunk and memory does not grow."""
 
         beam = self._beam(beam, n_best, sampling)
+        chunk = _count(chunk, "chunk")
+        if isinstance(lines, (str, bytes)) or not isinstance(lines, Iterable):
+            _texts(lines, "lines")  # the one-line refusal
         lines = iter(lines)
-        while block := list(islice(lines, chunk)):
+        while block := _texts(islice(lines, chunk), "lines"):
             src_ids = self.vocab.encode_src(block)
             nbest = nbest_ids(self.module, src_ids, self.cfg.decode, beam, n_best, sampling)
             hyps = [[Hypothesis(self.vocab.decode_tgt(ids), score, self.vocab.tgt_pieces(ids))
@@ -155,8 +181,8 @@ class Model:
             yield [Translation(text, h) for text, h in zip(block, hyps)]
 
     def _beam(self, beam: int | None, n_best: int, sampling: Sampling | None) -> int:
-        if n_best < 1 or (beam is not None and beam < 1):
-            raise NMTError(f"beam {beam} / n_best {n_best}: both must be at least 1")
+        _count(beam, "beam", allow_none=True)
+        _count(n_best, "n_best")
         if sampling is not None:
             if n_best > 1:
                 raise NMTError("sampling draws one translation per sentence; drop n_best")
@@ -184,7 +210,10 @@ class Model:
               method: str = DEFAULT_METHOD, beam: int | None = None) -> list[AlignmentRecord]:
         """The records `nmt align` writes: forced on `targets`, or free (on the model's own
         translation with the run's decode settings, or `beam`) when `targets` is None."""
-        src_ids = self.vocab.encode_src(list(sources))
+        sources = _texts(sources, "sources")
+        targets = None if targets is None else _texts(targets, "targets")
+        _count(beam, "beam", allow_none=True)
+        src_ids = self.vocab.encode_src(sources)
         if targets is None:
             tgt_ids = [h[0][0] for h in nbest_ids(self.module, src_ids, self.cfg.decode, beam)]
             return self.align_ids(src_ids, tgt_ids, method, mode="free")
@@ -218,10 +247,12 @@ class Model:
               ) -> list[float]:
         """log p(target | source) of each pair: the sum over the target's pieces and EOS
         of the model's log-probabilities (natural log), teacher-forced, in eval mode."""
+        sources, targets = _texts(sources, "sources"), _texts(targets, "targets")
+        _count(batch_size, "batch_size")
         if len(sources) != len(targets):
             raise NMTError(f"score: {len(sources)} sources but {len(targets)} targets")
-        src_ids = self.vocab.encode_src(list(sources))
-        tgt_ids = self.vocab.encode_tgt(list(targets))
+        src_ids = self.vocab.encode_src(sources)
+        tgt_ids = self.vocab.encode_tgt(targets)
         self.module.eval()
         device = next(self.module.parameters()).device
         out: list[float] = []
@@ -241,6 +272,10 @@ def load(*runs: str | Path, checkpoint: str = "best", device: str | None = None)
 
     if not runs:
         raise NMTError("nmt.load: give at least one run directory")
+    for i, run in enumerate(runs):
+        if not isinstance(run, (str, Path)):
+            raise NMTError(f"nmt.load: run {i} is {type(run).__name__}; give a run "
+                           "directory's path, e.g. 'runs/bahdanau'")
     loaded = [load_run(Path(r), checkpoint) for r in runs]
     cfg, vocab, module, _ = loaded[0]
     if len(loaded) > 1:
