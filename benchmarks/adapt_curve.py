@@ -91,7 +91,7 @@ def adapt_curve(args, gold: list, lr: float) -> list[dict]:
     step count."""
     from nmt.align.bidirectional import flip_record
     from nmt.align.io import save_alignments
-    from nmt.data.links import read_pairs
+    from nmt.data.corpora import read_pairs
     from nmt.models.runs import load_run
     from nmt.training.adapt import adapting
 

@@ -35,8 +35,8 @@ THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
 def pairs_and_gold(cfg, dataset: str, limit: int, gold_dir: Path | None = None):
     """(sources, targets, gold) of the synthetic validation split or of Hansards, in the
     run's direction (a fr-en run gets the pairs and gold flipped)."""
-    from nmt.data.corpora import corpus_dir, load_split
-    from nmt.data.links import GoldAlignment, read_gold, read_pairs
+    from nmt.data.corpora import corpus_dir, load_split, read_pairs
+    from nmt.data.links import GoldAlignment, read_gold
 
     if dataset == "synth-val":
         src, tgt = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, "val")

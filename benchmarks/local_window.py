@@ -53,8 +53,8 @@ def predicted_centres(model, src_ids: list[int], tgt_ids: list[int]) -> torch.Te
 
 def corpus_pairs(cfg, sentences: int, split: str) -> tuple[list, list, list]:
     """The first `sentences` pairs of the run's own corpus split with its gold."""
-    from nmt.data.corpora import corpus_dir
-    from nmt.data.links import corpus_gold, read_gold
+    from nmt.data.corpora import corpus_dir, corpus_gold
+    from nmt.data.links import read_gold
 
     folder = corpus_dir(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair)
     src = (folder / f"{split}.{cfg.src_lang}").read_text().splitlines()[:sentences or None]
@@ -69,7 +69,8 @@ def corpus_pairs(cfg, sentences: int, split: str) -> tuple[list, list, list]:
 def file_pairs(pairs: str, gold: str, one_based: bool, flip: bool, sentences: int
                ) -> tuple[list, list, list]:
     """`source ||| target` pairs and their sure links; `flip` for a reverse-direction run."""
-    from nmt.data.links import read_gold, read_pairs
+    from nmt.data.corpora import read_pairs
+    from nmt.data.links import read_gold
 
     src, tgt = read_pairs(Path(pairs))
     sure = [g.sure for g in read_gold(Path(gold), one_based)]

@@ -45,7 +45,7 @@ def free_port() -> int:
 
 def sentences(args) -> list[tuple[str, str]]:
     if args.pairs:
-        from nmt.data.links import read_pairs
+        from nmt.data.corpora import read_pairs
 
         src, tgt = read_pairs(args.pairs)
     else:

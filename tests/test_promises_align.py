@@ -27,7 +27,8 @@ from nmt.align.metrics import (
 from nmt.align.records import AlignmentRecord
 from nmt.align.words import links_from_matrix, reading, word_matrix
 from nmt.core.errors import NMTError
-from nmt.data.links import format_pharaoh, read_gold, read_pairs
+from nmt.data.corpora import read_pairs
+from nmt.data.links import format_pharaoh, read_gold
 from nmt.training.guided import teacher_aer
 from tests.conftest import tiny_model
 from tests.test_alignment import gold

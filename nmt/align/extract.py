@@ -32,7 +32,7 @@ from nmt.core.errors import NMTError
 from nmt.core.progress import tick
 from nmt.core.tokens import BOS, EOS, EOS_PIECE
 from nmt.data.batching import pad
-from nmt.data.links import corpus_gold
+from nmt.data.corpora import corpus_gold
 from nmt.data.subwords import Vocab
 from nmt.models.base import Seq2Seq
 

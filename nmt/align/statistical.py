@@ -30,8 +30,8 @@ from nmt.align.metrics import alignment_summary
 from nmt.align.records import AlignmentRecord
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
-from nmt.data.corpora import load_split
-from nmt.data.links import Link, corpus_gold, parse_pharaoh
+from nmt.data.corpora import corpus_gold, load_split
+from nmt.data.links import Link, parse_pharaoh
 from nmt.data.symmetrize import DEFAULT_HEURISTIC, symmetrize
 
 INSTALL_HINT = ("the statistical aligner needs eflomal, an optional extra: "

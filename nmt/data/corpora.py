@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
+from nmt.core.config import Config
 from nmt.core.errors import NMTError, one_line
 from nmt.data.synth import SOURCE_LANG, TARGET_LANG, write_synth
 
@@ -289,3 +290,23 @@ def load_split(root: Path, corpus: str, pair: str, split: str) -> tuple[list[str
                 if corpus in CORPORA else "check data.corpus / data.pair in the config")
         raise NMTError(f"{missing}: not found; {hint}")
     return read_parallel(src_path, tgt_path)
+
+
+def corpus_gold(cfg: Config, split: str) -> Path | None:
+    """The corpus's own gold alignments for `split` (`<split>.gold`), if it has them."""
+    path = corpus_dir(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair) / f"{split}.gold"
+    return path if path.is_file() else None
+
+
+def read_pairs(path: Path) -> tuple[list[str], list[str]]:
+    """`source ||| target` lines; errors name the file and line."""
+    sources, targets = [], []
+    for number, line in enumerate(read_lines(path), 1):
+        if line.count("|||") != 1:
+            raise NMTError(f"{path}:{number}: expected 'source ||| target'")
+        src, tgt = (part.strip() for part in line.split("|||"))
+        sources.append(src)
+        targets.append(tgt)
+    if not sources:
+        raise NMTError(f"{path}: no sentence pairs")
+    return sources, targets

@@ -1,5 +1,4 @@
-"""Word links in files: Pharaoh lines and gold alignments (Pharaoh / talp), and
-`source ||| target` pair files.
+"""Word links in files: Pharaoh lines and gold alignments (Pharaoh / talp).
 
 A link is ``(i, j)``: source index ``i``, target index ``j``, both 0-based (files may be
 1-based: ``one_based``).
@@ -12,9 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.core.config import Config
 from nmt.core.errors import NMTError
-from nmt.data.corpora import corpus_dir, read_lines
 
 Link = tuple[int, int]
 
@@ -107,12 +104,6 @@ def check_links_in_range(
                 )
 
 
-def corpus_gold(cfg: Config, split: str) -> Path | None:
-    """The corpus's own gold alignments for `split` (`<split>.gold`), if it has them."""
-    path = corpus_dir(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair) / f"{split}.gold"
-    return path if path.is_file() else None
-
-
 def format_pharaoh(links: Iterable[Link]) -> str:
     """Format links as sorted, space-separated Pharaoh ``i-j`` (source-target) text."""
     return " ".join(f"{i}-{j}" for i, j in sorted(set(links)))
@@ -131,15 +122,3 @@ def parse_pharaoh(line: str) -> set[Link]:
     return links
 
 
-def read_pairs(path: Path) -> tuple[list[str], list[str]]:
-    """`source ||| target` lines; errors name the file and line."""
-    sources, targets = [], []
-    for number, line in enumerate(read_lines(path), 1):
-        if line.count("|||") != 1:
-            raise NMTError(f"{path}:{number}: expected 'source ||| target'")
-        src, tgt = (part.strip() for part in line.split("|||"))
-        sources.append(src)
-        targets.append(tgt)
-    if not sources:
-        raise NMTError(f"{path}: no sentence pairs")
-    return sources, targets

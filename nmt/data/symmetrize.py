@@ -32,8 +32,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from nmt.core.errors import NMTError
-
-Link = tuple[int, int]  # (source word, target word), as nmt.data.links reads them
+from nmt.data.links import Link
 
 # The agreement threshold, chosen on validation gold (synthetic validation and the
 # Hansards development prefix): docs/experiments/2026-11-30-choosing-the-defaults.md.

@@ -39,14 +39,18 @@ CHUNK_LINES = 1000  # a stream is read, decoded and yielded this many lines at a
 
 
 
-def _texts(value, name: str) -> list[str]:
-    """`value` as a list of strings, or a one-line NMTError naming the argument: a bare
-    string is refused (iterating it would split it into characters), and so is any item
-    that is not a string."""
+def _sentences(value, name: str) -> Iterable:
+    """`value` if it is an iterable of sentences; a bare string (iterating it would split
+    it into characters) or a non-iterable is a one-line NMTError naming the argument."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise NMTError(f"{name}: expected a list of strings, got {type(value).__name__}; "
                        f"wrap one sentence as [text]")
-    out = list(value)
+    return value
+
+
+def _texts(value, name: str) -> list[str]:
+    """`value` as a list of strings (`_sentences`), each item checked to be one."""
+    out = list(_sentences(value, name))
     for i, item in enumerate(out):
         if not isinstance(item, str):
             raise NMTError(f"{name}[{i}]: expected a string, got {type(item).__name__}")
@@ -168,9 +172,7 @@ class Model:
 
         beam = self._beam(beam, n_best, sampling)
         chunk = _count(chunk, "chunk")
-        if isinstance(lines, (str, bytes)) or not isinstance(lines, Iterable):
-            _texts(lines, "lines")  # the one-line refusal
-        lines = iter(lines)
+        lines = iter(_sentences(lines, "lines"))
         while block := _texts(islice(lines, chunk), "lines"):
             src_ids = self.vocab.encode_src(block)
             nbest = nbest_ids(self.module, src_ids, self.cfg.decode, beam, n_best, sampling)

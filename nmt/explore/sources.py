@@ -20,7 +20,8 @@ from nmt.align.io import load_alignments
 from nmt.align.records import AlignmentRecord
 from nmt.core.errors import NMTError
 from nmt.core.rundir import RunDir
-from nmt.data.links import GoldAlignment, corpus_gold, read_gold
+from nmt.data.corpora import corpus_gold
+from nmt.data.links import GoldAlignment, read_gold
 from nmt.models import MODELS
 from nmt.models.runs import load_config
 

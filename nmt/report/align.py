@@ -25,8 +25,7 @@ from nmt.core.config import Config
 from nmt.core.errors import NMTError
 from nmt.core.plotting import plot_grid, plot_heatmap, save_gif
 from nmt.core.progress import counting
-from nmt.data.corpora import load_split
-from nmt.data.links import corpus_gold, read_pairs
+from nmt.data.corpora import corpus_gold, load_split, read_pairs
 from nmt.data.symmetrize import (
     AGREEMENT,
     DEFAULT_AGREEMENT,

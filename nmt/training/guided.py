@@ -34,15 +34,8 @@ from nmt.core.checkpoint import atomic_write
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
 from nmt.core.tokens import EOS
-from nmt.data.corpora import corpus_dir, load_split
-from nmt.data.links import (
-    GoldAlignment,
-    Link,
-    corpus_gold,
-    format_pharaoh,
-    parse_pharaoh,
-    read_gold,
-)
+from nmt.data.corpora import corpus_dir, corpus_gold, load_split
+from nmt.data.links import GoldAlignment, Link, format_pharaoh, parse_pharaoh, read_gold
 from nmt.data.symmetrize import symmetrize
 from nmt.models.attention import supervised
 
