@@ -1,10 +1,12 @@
-"""Throughput at fixed shapes on Multi30k de-en: parameters, training target tokens/s,
-training FLOP/s as a fraction of the fp32 GEMM peak at the model's own matrix shapes
-(both measured in the same process: a number that travels between machines),
-decoding sentences/s (greedy and beam 5, batch 64) and peak memory, per family.
+"""Throughput on Multi30k de-en, per family: parameters, training target tokens/s in fp32
+and in bf16 (where the CPU has native bf16), the precision `train.precision: auto` picks
+by its own timing probe (nmt.training.precision) and the probe's figures, peak memory
+per precision, training FLOP/s as a fraction of the fp32 GEMM peak at the model's own
+matrix shapes (a number that travels between machines), and decoding sentences/s
+(greedy and beam 5, batch 64).
 
-Each family runs in its own process (clean peak memory), one after the other, so the
-figures are side by side in one run on the same machine. Needs the corpus, from the
+Each family and precision runs in its own process (clean peak memory), one after the
+other, so the figures are side by side in one run on the same machine. Needs the corpus, from the
 Hugging Face hub or from a folder of the raw files {split}.{lang}.gz:
     nmt data download multi30k --pair de-en [--from DIR]
 Usage: python benchmarks/throughput.py [--families transformer bahdanau] [--steps 30]
@@ -14,19 +16,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 
+from nmt.core.memory import peak_rss_mib
+
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ["transformer", "bahdanau", "luong_general", "luong_local_p", "fixed_context"]
 
 
 def measure(family: str, steps: int, sentences: int, threads: int, runs_dir: Path,
-            compiled: bool = False, precision: str | None = None) -> dict:
+            compiled: bool = False, precision: str = "fp32", decode: bool = True) -> dict:
+    from nmt.training.precision import bound_kernel_cache
+
+    bound_kernel_cache()  # as the trainer does
     import torch
 
     from nmt.data.subwords import Vocab, encode_split, prepare_vocab
@@ -36,13 +42,16 @@ def measure(family: str, steps: int, sentences: int, threads: int, runs_dir: Pat
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     cfg = load_config(ROOT / "configs" / "multi30k" / f"{family}.yaml",
-                      [f"train.precision={precision}"] if precision else [])
+                      [f"train.precision={precision}"])
     vocab_dir = prepare_vocab(cfg)
     vocab = Vocab.from_dir(vocab_dir)
     src, tgt = encode_split(cfg, vocab_dir, cfg.data.train)
     model = build_model(cfg.model, vocab.src_size, vocab.tgt_size, vocab.joint)
     params = sum(p.numel() for p in model.parameters())
     out = {"family": family, "params": params, **train_rates(model, cfg, src, tgt, steps, compiled)}
+    if not decode:
+        out["peak_mib"] = peak_rss_mib()
+        return out
     test_src, _ = encode_split(cfg, vocab_dir, cfg.data.test)
     trained = runs_dir / family
     if (trained / "checkpoints").is_dir():  # decode with a trained model: realistic lengths
@@ -51,13 +60,55 @@ def measure(family: str, steps: int, sentences: int, threads: int, runs_dir: Pat
         _, vocab, model, _ = load_run(trained)
     out["decoded_by"] = "trained" if (trained / "checkpoints").is_dir() else "untrained"
     out.update(decode_rates(model, vocab, test_src[:sentences], cfg))
-    out["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_mib"] = peak_rss_mib()
     return out
+
+
+def probe(family: str, threads: int) -> dict:
+    """What train.precision: auto picks for this family here: the trainer's own timing
+    (nmt.training.precision.time_steps) over batches spread across an epoch."""
+    from nmt.training.precision import bound_kernel_cache
+
+    bound_kernel_cache()
+    import torch
+
+    from nmt.data.batching import iterate_batches, token_batches
+    from nmt.data.subwords import Vocab, encode_split, prepare_vocab
+    from nmt.models import build_model
+    from nmt.models.checks import load_config
+    from nmt.training import distributed as dist
+    from nmt.training import precision
+    from nmt.training.loss import loss_fn
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    cfg = load_config(ROOT / "configs" / "multi30k" / f"{family}.yaml", [])
+    vocab_dir = prepare_vocab(cfg)
+    vocab = Vocab.from_dir(vocab_dir)
+    src, tgt = encode_split(cfg, vocab_dir, cfg.data.train)
+    model = build_model(cfg.model, vocab.src_size, vocab.tgt_size, vocab.joint, cfg.local)
+    model.train()
+    batches = token_batches([(len(s), len(t)) for s, t in zip(src, tgt)],
+                            cfg.train.batch_tokens, seed=1)
+    spread = precision.spread(batches)
+    cpu = torch.device("cpu")
+
+    def step(batch, name):
+        with dist.autocast(cpu, name):
+            loss = loss_fn(model, batch, cfg.train.label_smoothing)
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+
+    tick = time.perf_counter()
+    timings = precision.time_steps(step, list(iterate_batches(src, tgt, spread)),
+                                   precision.supported(cpu), cpu)
+    return {"timings": timings, "chosen": precision.faster(timings),
+            "probe_s": time.perf_counter() - tick}
 
 
 def train_rates(model, cfg, src: list, tgt: list, steps: int, compiled: bool = False) -> dict:
     """Target tokens/s and FLOP/s over `steps` timed training steps (after 3 warm-up
-    steps) in the trainer's precision (cfg.train.precision, autocast as the trainer does);
+    steps) in cfg.train.precision (fp32 or bf16, autocast as the trainer does);
     each timed batch's FLOPs are counted in a separate, untimed pass of the plain module.
     The fp32 GEMM peak is measured at the step's own shapes, and for a bf16 step the bf16
     peak too. `compiled`: the timed steps run torch.compile(model, dynamic=True) (as
@@ -67,8 +118,8 @@ def train_rates(model, cfg, src: list, tgt: list, steps: int, compiled: bool = F
 
     from nmt.data.batching import iterate_batches, token_batches
     from nmt.training import distributed as dist
+    from nmt.training.loss import loss_fn
     from nmt.training.optim import build_optimizer
-    from nmt.training.trainer import loss_fn
 
     optim = build_optimizer(model, 1e-4)  # the trainer's optimiser (fused Adam), its clipping
     lengths = [(len(s), len(t)) for s, t in zip(src, tgt)]
@@ -80,7 +131,7 @@ def train_rates(model, cfg, src: list, tgt: list, steps: int, compiled: bool = F
     warmup = time.perf_counter()
 
     cpu = torch.device("cpu")
-    precision = dist.precision_name(cpu, cfg.train.precision)  # resolved once, as the trainer
+    precision = cfg.train.precision  # fp32 or bf16, as main asks
 
     def forward_backward(batch, module=run):
         with dist.autocast(cpu, precision):
@@ -135,37 +186,48 @@ def main() -> None:
                              "at random lengths, which makes decoding speed meaningless)")
     parser.add_argument("--compile", action="store_true",
                         help="time the training steps under torch.compile (train.compile)")
-    parser.add_argument("--precision", choices=["auto", "fp32", "bf16"],
-                        help="train.precision for the timed steps (default: each config's)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--one-precision", help=argparse.SUPPRESS)
+    parser.add_argument("--no-decode", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--probe", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(measure(args.one, args.steps, args.sentences, args.threads,
-                                 args.runs, args.compile, args.precision)))
+                                 args.runs, args.compile, args.one_precision,
+                                 not args.no_decode)))
+        return
+    if args.probe:
+        print(json.dumps(probe(args.probe, args.threads)))
         return
     print(conditions(args))
-    print("| family | parameters | precision | train tgt tok/s | train GFLOP/s | fp32 GEMM peak "
-          "GFLOP/s (m×k×n) | fraction of fp32 peak | its precision's peak GFLOP/s | fraction "
-          "of that | warm-up s | greedy sent/s | beam-5 sent/s | peak MiB | decoded by |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| family | parameters | fp32 train tgt tok/s | bf16 train tgt tok/s | bf16 / fp32 | "
+          "auto picks (probe: fp32 / bf16 s per 1k tokens) | peak MiB fp32 | peak MiB bf16 | "
+          "fp32 fraction of fp32 GEMM peak | greedy sent/s | beam-5 sent/s | decoded by |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     untrained = []
     for family in args.families:
-        out = subprocess.run([sys.executable, __file__, "--one", family, "--steps",
-                              str(args.steps), "--sentences", str(args.sentences),
-                              "--threads", str(args.threads), "--runs", str(args.runs)]
-                             + (["--compile"] if args.compile else [])
-                             + (["--precision", args.precision] if args.precision else []),
-                             capture_output=True, text=True, cwd=ROOT, check=True)
-        r = json.loads(out.stdout.strip().splitlines()[-1])
-        shape = "×".join(map(str, r["gemm_shape"]))
-        print(f"| {family} | {r['params'] / 1e6:.1f} M | {r['precision']} | "
-              f"{r['train_tok_s']:,.0f} | "
-              f"{r['train_flop_s'] / 1e9:.1f} | {r['gemm_peak'] / 1e9:.1f} ({shape}) | "
-              f"{r['train_flop_s'] / r['gemm_peak']:.1%} | {r['own_peak'] / 1e9:.1f} | "
-              f"{r['train_flop_s'] / r['own_peak']:.1%} | {r['warmup_s']:.1f} | "
-              f"{r['greedy_sent_s']:.1f} | "
-              f"{r['beam5_sent_s']:.1f} | {r['peak_mib']:,.0f} | {r['decoded_by']} model |",
-              flush=True)
+        def child(*extra):
+            out = subprocess.run([sys.executable, __file__, *extra, "--steps", str(args.steps),
+                                  "--sentences", str(args.sentences), "--threads",
+                                  str(args.threads), "--runs", str(args.runs)]
+                                 + (["--compile"] if args.compile else []),
+                                 capture_output=True, text=True, cwd=ROOT, check=True)
+            return json.loads(out.stdout.strip().splitlines()[-1])
+
+        r = child("--one", family, "--one-precision", "fp32")
+        choice = child("--probe", family)
+        bf16 = (child("--one", family, "--one-precision", "bf16", "--no-decode")
+                if "bf16" in choice["timings"] else None)
+        t = choice["timings"]
+        picks = (f"{choice['chosen']} ({t['fp32']:.2f} / {t['bf16']:.2f}; "
+                 f"{choice['probe_s']:.0f} s)" if bf16 else "fp32 (no native bf16)")
+        print(f"| {family} | {r['params'] / 1e6:.1f} M | {r['train_tok_s']:,.0f} | "
+              + (f"{bf16['train_tok_s']:,.0f} | {bf16['train_tok_s'] / r['train_tok_s']:.2f} | "
+                 if bf16 else "— | — | ")
+              + f"{picks} | {r['peak_mib']:,.0f} | "
+              + (f"{bf16['peak_mib']:,.0f}" if bf16 else "—")
+              + f" | {r['train_flop_s'] / r['gemm_peak']:.1%} | {r['greedy_sent_s']:.1f} | "
+              f"{r['beam5_sent_s']:.1f} | {r['decoded_by']} model |", flush=True)
         if r["decoded_by"] == "untrained":
             untrained.append(family)
     if untrained:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -63,3 +65,24 @@ def _restore_threads():
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def _cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(autouse=True)
+def _precision(request, _cache_dir, monkeypatch):
+    """The suite's precision cache is its own folder (never the user's ~/.cache/nmt).
+    NMT_TEST_PRECISION=fp32 or bf16 runs the suite with that precision wherever a config
+    says auto (docs/development.md), except in the tests of auto itself (marker
+    precision_auto)."""
+    monkeypatch.setenv("NMT_CACHE_DIR", str(_cache_dir))
+    forced = os.environ.get("NMT_TEST_PRECISION")
+    if forced and "precision_auto" not in request.keywords:
+        from nmt.training import precision
+
+        resolve = precision.resolve
+        monkeypatch.setattr(precision, "resolve", lambda setting, *rest: resolve(
+            forced if setting == "auto" else setting, *rest))

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from nmt.data.batching import collate
-from nmt.training.trainer import Trainer, loss_fn
+from nmt.training.loss import loss_fn
+from nmt.training.trainer import Trainer
 from tests.conftest import tiny_model
 
 PAIRS = [([5, 6, 7, 8, 9, 3], [10, 11, 12, 13]), ([14, 15, 3], [16]), ([17, 18, 19, 3], [20, 21])]

@@ -3,6 +3,7 @@ an interrupted run resumed from its checkpoint ends where an uninterrupted one d
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,8 @@ from nmt.decoding.evaluate import bleu_chrf
 from nmt.decoding.translate import translate_ids
 from nmt.models.checks import config_from_dict
 from nmt.models.runs import load_run
-from nmt.training.trainer import Trainer, loss_fn
+from nmt.training.loss import loss_fn
+from nmt.training.trainer import Trainer
 
 MODELS = {
     "fixed_context": {"family": "fixed_context", "bidirectional": False},
@@ -297,21 +299,167 @@ def test_train_compile_runs_the_training_pass_compiled_and_keeps_plain_checkpoin
     assert calls == {"compiled": 2, "steps": 6}
 
 
-def test_precision_auto_is_bf16_exactly_where_the_device_multiplies_bf16_natively(monkeypatch):
-    """train.precision: fp32 and bf16 are taken as written; auto is bf16 on a CPU with
-    AVX512-BF16 or AMX tiles (or a GPU with bf16) and fp32 elsewhere."""
+def test_native_bf16_reads_the_cpu_flags_and_refuses_cuda_emulation(monkeypatch):
+    """distributed.native_bf16: a CPU with AVX512-BF16 or AMX tiles; on CUDA only bf16 the
+    card multiplies in hardware (torch's default check counts pre-Ampere emulation)."""
     from nmt.training import distributed as dist
 
     cpu = torch.device("cpu")
-    assert dist.training_dtype(cpu, "fp32") == torch.float32
-    assert dist.training_dtype(cpu, "bf16") == torch.bfloat16
-    for avx512, amx, dtype in ((False, False, torch.float32), (True, False, torch.bfloat16),
-                               (False, True, torch.bfloat16)):
+    for avx512, amx in ((False, False), (True, False), (False, True)):
         monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda v=avx512: v)
         monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda v=amx: v)
-        assert dist.training_dtype(cpu, "auto") == dtype
-        assert isinstance(dist.autocast(cpu, "auto"), torch.autocast) == (dtype != torch.float32)
+        assert dist.native_bf16(cpu) == (avx512 or amx)
+    asked = []
+
+    def is_bf16_supported(including_emulation=True):
+        asked.append(including_emulation)
+        return including_emulation  # a T4: emulated only
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
+    assert dist.native_bf16(torch.device("cuda", 0)) is False and asked == [False]
+    assert isinstance(dist.autocast(cpu, "bf16"), torch.autocast)
     assert not isinstance(dist.autocast(cpu, "fp32"), torch.autocast)
+    with pytest.raises(ValueError):
+        dist.autocast(cpu, "auto")
+
+
+def _native(monkeypatch, native: bool, tmp_path: Path) -> None:
+    from nmt.training import distributed as dist
+
+    monkeypatch.setattr(dist, "native_bf16", lambda dev: native)
+    monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.mark.precision_auto
+@pytest.mark.parametrize("faster", ["fp32", "bf16"])
+def test_precision_auto_keeps_what_the_timing_finds_faster_and_remembers_it(
+        faster, data_root, tmp_path, monkeypatch):
+    """train.precision: auto times both precisions on this model's own batches (spread
+    over the epoch, so of several shapes) and keeps the faster; the run's first record
+    and precision.json say so with the timings; --resume reuses the run's choice and a
+    second run of the same shapes the cache's, neither timing again."""
+    from nmt.training import precision
+
+    _native(monkeypatch, True, tmp_path)
+    seen = []
+    real = precision.time_steps
+
+    def timed(step, batches, precisions, dev):
+        seen.append(({tuple(b.src.shape) for b in batches}, list(precisions)))
+        real(step, batches, precisions, dev)  # the real passes: they must leave no trace
+        return {"fp32": 1.0, "bf16": 0.5 if faster == "bf16" else 0.99}
+
+    monkeypatch.setattr(precision, "time_steps", timed)
+    cfg = tiny_config(data_root, tmp_path, "auto", MODELS["bahdanau"], max_steps=4,
+                      precision="auto")
+    trainer = Trainer(cfg, quiet=True)
+    assert trainer.precision == faster
+    (shapes, precisions), = seen
+    assert precisions == ["fp32", "bf16"] and len(shapes) > 1  # batches of several shapes
+    trainer.fit()
+    record = next(r for r in trainer.run.read_metrics() if r["kind"] == "data")
+    assert record["precision"] == faster and record["precision_source"] == "probe"
+    assert record["precision_timings"]["fp32"] == 1.0 and record["probe_s"] >= 0
+    kept = json.loads(trainer.run.precision.read_text())
+    assert kept["precision"] == faster and kept["timings"]["fp32"] == 1.0
+
+    more = tiny_config(data_root, tmp_path, "auto", MODELS["bahdanau"], max_steps=6,
+                       precision="auto")
+    assert Trainer(more, resume=True, quiet=True).chosen["source"] == "run"
+    again = tiny_config(data_root, tmp_path, "auto_again", MODELS["bahdanau"], max_steps=4,
+                        precision="auto")
+    second = Trainer(again, quiet=True)
+    assert second.chosen["source"] == "cache" and second.precision == faster
+    assert len(seen) == 1  # timed once in all
+
+
+@pytest.mark.precision_auto
+def test_precision_as_written_or_without_native_bf16_is_not_timed(data_root, tmp_path,
+                                                                  monkeypatch):
+    """fp32 and bf16 are obeyed as written, and auto is fp32 where bf16 is not native:
+    no timing runs in either case."""
+    from nmt.training import precision
+
+    def never(*args):
+        raise AssertionError("timed")
+
+    monkeypatch.setattr(precision, "time_steps", never)
+    for native, setting, expected, source in ((True, "fp32", "fp32", "config"),
+                                              (False, "bf16", "bf16", "config"),
+                                              (False, "auto", "fp32", "device")):
+        _native(monkeypatch, native, tmp_path)
+        cfg = tiny_config(data_root, tmp_path, f"{setting}_{native}", MODELS["bahdanau"],
+                          max_steps=1, precision=setting)
+        trainer = Trainer(cfg, quiet=True)
+        assert (trainer.precision, trainer.chosen["source"]) == (expected, source)
+
+
+@pytest.mark.precision_auto
+def test_precision_timing_changes_nothing_the_run_trains(data_root, tmp_path, monkeypatch):
+    """The probe's passes leave weights, gradients and random streams as they were: a run
+    with auto (dropout on) trains step for step as the same run with its choice written."""
+    _native(monkeypatch, True, tmp_path)
+    model = {**MODELS["transformer"], "dropout": 0.3}
+    auto = Trainer(tiny_config(data_root, tmp_path, "probed", model, max_steps=6,
+                               log_every=1, precision="auto"), quiet=True)
+    assert auto.chosen["source"] == "probe"
+    assert all(p.grad is None for p in auto.model.parameters())
+    auto.fit()
+    written = Trainer(tiny_config(data_root, tmp_path, "written", model, max_steps=6,
+                                  log_every=1, precision=auto.precision), quiet=True)
+    written.fit()
+    losses = [[r["loss"] for r in t.run.read_metrics() if r["kind"] == "train"]
+              for t in (auto, written)]
+    assert len(losses[0]) == 6 and losses[0] == losses[1]
+
+
+def test_precision_probe_picks_bf16_only_past_the_margin():
+    """precision.faster: bf16 only when it saves at least MARGIN of fp32's time."""
+    from nmt.training import precision
+
+    m = precision.MARGIN
+    assert precision.faster({"fp32": 1.0}) == "fp32"
+    assert precision.faster({"fp32": 1.0, "bf16": 1.0 - m}) == "bf16"
+    assert precision.faster({"fp32": 1.0, "bf16": 1.0 - m + 1e-3}) == "fp32"
+    assert precision.faster({"fp32": 1.0, "bf16": 1.5}) == "fp32"
+
+
+def test_a_bf16_run_bounds_the_kernel_cache_unless_the_environment_sets_it(monkeypatch):
+    """precision.bound_kernel_cache: ONEDNN_PRIMITIVE_CACHE_CAPACITY is set to
+    KERNEL_CACHE, and a value already in the environment is left alone."""
+    import os
+
+    from nmt.training import precision
+
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+    precision.bound_kernel_cache()
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == precision.KERNEL_CACHE
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "7")
+    precision.bound_kernel_cache()
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "7"
+
+
+def test_training_logits_come_from_a_few_row_counts_and_equal_the_unpadded_ones():
+    """Seq2Seq.forward with `select`: the output layer multiplies a multiple of ROWS rows
+    (real positions plus zero rows), and the logits returned are exactly the real rows'."""
+    from nmt.models import base, build_model
+    from nmt.models.checks import config_from_dict as build
+
+    cfg = build({"model": {"family": "transformer", "emb_size": 32, "heads": 2, "ff_size": 64,
+                           "enc_layers": 1, "dec_layers": 1, "dropout": 0.0}})
+    torch.manual_seed(0)
+    model = build_model(cfg.model, 50, 50, False).eval()
+    rows = []
+    model.out.register_forward_hook(lambda m, i, o: rows.append(i[0].size(0)))
+    src = torch.randint(4, 50, (3, 7))
+    tgt = torch.randint(4, 50, (3, 5))
+    tgt[1, 3:] = PAD
+    select = tgt != PAD
+    logits, _, _ = model(src, tgt, select=select)
+    full, _, _ = model(src, tgt)
+    assert rows[0] % base.ROWS == 0 and rows[0] >= int(select.sum())
+    assert logits.shape == (int(select.sum()), 50)
+    assert torch.allclose(logits, full[select], atol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["bahdanau", "transformer"])

@@ -1,4 +1,5 @@
-"""Advisory file locks (`fcntl.flock`) shared by the caches and the run directory.
+"""Advisory file locks (`fcntl.flock`) shared by the caches and the run directory, and
+`StopRequest`, which turns a training's SIGINT/SIGTERM into a flag it checks.
 
 A flock belongs to the open file, so it disappears with the process that holds
 it: a crash or `kill -9` never leaves a stale lock behind. The lock files are
@@ -10,6 +11,7 @@ training and the final evaluation, and `train()` may take it again inside.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -71,3 +73,21 @@ def run_lock(run_dir: Path | str) -> AbstractContextManager[None]:
     return file_lock(Path(run_dir) / ".lock",
                      busy=f"{run_dir} is in use by another `nmt train` (pid {{pid}}); wait for "
                           "it to finish or pick another name with --set name=...")
+
+
+class StopRequest:
+    """Turns SIGINT/SIGTERM into a flag the loop checks between steps."""
+
+    def __init__(self):
+        self.signal = None
+
+    def __enter__(self):
+        self.old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def _handle(self, signum, frame):
+        self.signal = signal.Signals(signum).name
+
+    def __exit__(self, *exc):
+        for s, handler in self.old.items():
+            signal.signal(s, handler)

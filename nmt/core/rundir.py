@@ -7,6 +7,7 @@ runs/<name>/
                          step<N>.pt the last train.keep_last validations' weights;
                          averaged.pt their mean (nmt average)
   metrics.jsonl          one JSON object per log line / validation
+  precision.json         the training precision and, for train.precision auto, its timings
   hyps/<split>.txt       decoded hypotheses
   scores.json            sacreBLEU BLEU/chrF with signatures, BLEU by length
   align/<split>.npz      attention matrices (+ .json index, .links Pharaoh)
@@ -31,6 +32,7 @@ class RunDir:
     scores = property(lambda self: self.path / "scores.json")
     align = property(lambda self: self.path / "align")
     hyps = property(lambda self: self.path / "hyps")
+    precision = property(lambda self: self.path / "precision.json")
 
     def checkpoint(self, which: str = "best") -> Path:
         return self.checkpoints / f"{which}.pt"

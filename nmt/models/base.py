@@ -33,6 +33,11 @@ from torch import Tensor, nn
 from nmt.core.errors import NMTError
 from nmt.core.tokens import PAD
 
+# Training's output layer runs on the real target positions padded to a multiple of ROWS
+# rows: CPU bf16 kernels keep one cached primitive per matrix shape, and an unrounded
+# row count (new with nearly every batch) grows that cache, and the process, all run long.
+ROWS = 64
+
 State = dict[str, Tensor]
 
 
@@ -126,9 +131,13 @@ class Seq2Seq(nn.Module):
             attn = self.full_context_attention(enc, tgt_in)
         if aux is not None:
             aux = aux[tgt_in != PAD if select is None else select].sum()
-        if select is not None:
-            features = features[select]
-        return self.logits(features), attn, aux
+        if select is None:
+            return self.logits(features), attn, aux
+        features = features[select]  # (N, D): a row count new with nearly every batch
+        n = features.size(0)
+        rows = -(-n // ROWS) * ROWS  # so the output layer sees few shapes (docs/architecture.md)
+        logits = self.logits(F.pad(features, (0, 0, 0, rows - n)))
+        return logits[:n], attn, aux
 
     reorder = staticmethod(reorder)
 

@@ -22,8 +22,8 @@ from nmt.core.config import GuidedConfig, TrainConfig
 from nmt.core.errors import NMTError
 from nmt.data.batching import iterate_batches, token_batches
 from nmt.models.base import Seq2Seq
+from nmt.training.loss import loss_fn
 from nmt.training.optim import build_optimizer
-from nmt.training.trainer import loss_fn
 
 # Chosen on the synthetic validation gold (docs/experiments/, choosing the defaults).
 DEFAULT_LR = 1e-3

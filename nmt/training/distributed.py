@@ -47,35 +47,25 @@ def device() -> torch.device:
 
 
 def native_bf16(dev: torch.device) -> bool:
-    """Whether `dev` multiplies bf16 matrices natively: a GPU with bf16 support, or a CPU
-    with AVX512-BF16 or AMX tiles (oneDNN's bf16 kernels; elsewhere bf16 is emulated and
-    slower than fp32)."""
+    """Whether `dev` multiplies bf16 matrices natively: a GPU that does so in hardware
+    (Ampere and later; torch's default check also counts emulation, which pre-Ampere
+    cards such as the T4 and V100 only offer, slower than fp32), or a CPU with
+    AVX512-BF16 or AMX tiles (oneDNN's bf16 kernels; elsewhere bf16 is emulated)."""
     if dev.type == "cuda":
-        return torch.cuda.is_bf16_supported()
+        return torch.cuda.is_bf16_supported(including_emulation=False)
     cpu = getattr(torch, "cpu", None)
     return any(getattr(cpu, probe, lambda: False)()
                for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
 
 
-def training_dtype(dev: torch.device, precision: str) -> torch.dtype:
-    """The matrix-product dtype of a training step: `precision` fp32 or bf16, or auto
-    (bf16 where `native_bf16`, else fp32)."""
-    if precision == "auto":
-        return torch.bfloat16 if native_bf16(dev) else torch.float32
-    return torch.bfloat16 if precision == "bf16" else torch.float32
-
-
-def precision_name(dev: torch.device, precision: str) -> str:
-    """`training_dtype` as train.precision spells it: "bf16" or "fp32"."""
-    return "bf16" if training_dtype(dev, precision) == torch.bfloat16 else "fp32"
-
-
-def autocast(dev: torch.device, precision: str = "auto"):
-    """The training step's mixed precision: bf16 autocast (weights, optimiser and loss stay
-    float32) when `training_dtype` is bf16, else a no-op. Validation and decoding run
-    outside it, in float32."""
-    if training_dtype(dev, precision) == torch.bfloat16:
+def autocast(dev: torch.device, precision: str):
+    """A training step's mixed precision, `precision` as resolved ("bf16" or "fp32";
+    nmt.training.precision decides `auto`): bf16 autocast (weights, optimiser and loss
+    stay float32), or a no-op for fp32. Validation and decoding run outside it, in fp32."""
+    if precision == "bf16":
         return torch.autocast(dev.type, dtype=torch.bfloat16)
+    if precision != "fp32":
+        raise ValueError(f"precision {precision!r}: resolve auto first (nmt.training.precision)")
     return contextlib.nullcontext()
 
 

@@ -1,4 +1,5 @@
-"""The training objective's cross-entropy, label-smoothed, in one pass over the logits.
+"""The training objective: `loss_fn` (cross-entropy, the model's auxiliary loss, guided
+alignment), and its cross-entropy, label-smoothed, in one pass over the logits.
 
 `smoothed_cross_entropy(logits, target, eps)` equals
 `F.cross_entropy(logits, target, label_smoothing=eps, reduction="sum")`: the target
@@ -15,6 +16,11 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+from nmt.core.config import GuidedConfig
+from nmt.core.tokens import PAD
+from nmt.models.base import Seq2Seq
+from nmt.training.guided import alignment_loss
 
 
 class _SmoothedCrossEntropy(torch.autograd.Function):
@@ -47,3 +53,21 @@ def smoothed_cross_entropy(logits: Tensor, target: Tensor, eps: float = 0.0) -> 
     if logits.dtype not in (torch.float32, torch.float64):
         logits = logits.float()
     return _SmoothedCrossEntropy.apply(logits, target, float(eps))
+
+
+def loss_fn(model: Seq2Seq, batch, smoothing: float, guided: GuidedConfig | None = None
+            ) -> torch.Tensor:
+    """Label-smoothed cross-entropy summed over real target tokens (padding excluded
+    before the output layer, so no time is spent on it), plus the auxiliary loss the
+    model's forward pass returns, if any (the `local` section's aids), plus, with
+    `guided` and a batch that carries teacher targets, guided.weight times the alignment
+    loss of the supervised attention (nmt.align.guided.alignment_loss)."""
+    real = batch.tgt_out != PAD
+    supervise = guided is not None and guided.weight > 0 and batch.guide is not None
+    logits, attn, extra = model(batch.src, batch.tgt_in, need_attn=supervise, select=real,
+                                full_context=supervise and guided.full_context)  # (N, V)
+    loss = smoothed_cross_entropy(logits, batch.tgt_out[real], smoothing)
+    if supervise:
+        loss = loss + guided.weight * alignment_loss(attn, batch.guide, guided.layer,
+                                                     guided.heads)
+    return loss if extra is None else loss + extra

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import signal
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -19,21 +18,21 @@ import torch
 from nmt.align.extract import collect, dump_training_alignments
 from nmt.align.guided import reading_of
 from nmt.core.checkpoint import check_vocab, kept_checkpoints, load_checkpoint, save_checkpoint
-from nmt.core.config import Config, GuidedConfig, config_to_dict, save_config
+from nmt.core.config import Config, config_to_dict, save_config
 from nmt.core.errors import NMTError, one_line
-from nmt.core.locks import run_lock
+from nmt.core.locks import StopRequest, run_lock
+from nmt.core.memory import peak_rss_mib, rss_mib
 from nmt.core.progress import TrainDisplay
 from nmt.core.rundir import RunDir
-from nmt.core.tokens import PAD
 from nmt.data.batching import iterate_batches, token_batches
 from nmt.decoding.evaluate import bleu_chrf
 from nmt.decoding.translate import translate_ids
 from nmt.models import build_model
-from nmt.models.base import Seq2Seq
 from nmt.training import distributed as dist
+from nmt.training import precision
 from nmt.training.batches import load_data, sampled_examples
-from nmt.training.guided import alignment_loss, teacher_aer
-from nmt.training.loss import smoothed_cross_entropy
+from nmt.training.guided import teacher_aer
+from nmt.training.loss import loss_fn
 from nmt.training.optim import build_optimizer, set_lr
 from nmt.training.schedule import Schedule, budget_used
 from nmt.training.tensorboard import Board
@@ -55,42 +54,6 @@ class Progress:
     history: list = field(default_factory=list)
 
 
-def loss_fn(model: Seq2Seq, batch, smoothing: float, guided: GuidedConfig | None = None
-            ) -> torch.Tensor:
-    """Label-smoothed cross-entropy summed over real target tokens (padding excluded
-    before the output layer, so no time is spent on it), plus the auxiliary loss the
-    model's forward pass returns, if any (the `local` section's aids), plus, with
-    `guided` and a batch that carries teacher targets, guided.weight times the alignment
-    loss of the supervised attention (nmt.align.guided.alignment_loss)."""
-    real = batch.tgt_out != PAD
-    supervise = guided is not None and guided.weight > 0 and batch.guide is not None
-    logits, attn, extra = model(batch.src, batch.tgt_in, need_attn=supervise, select=real,
-                                full_context=supervise and guided.full_context)  # (N, V)
-    loss = smoothed_cross_entropy(logits, batch.tgt_out[real], smoothing)
-    if supervise:
-        loss = loss + guided.weight * alignment_loss(attn, batch.guide, guided.layer,
-                                                     guided.heads)
-    return loss if extra is None else loss + extra
-
-
-class StopRequest:
-    """Turns SIGINT/SIGTERM into a flag the loop checks between steps."""
-
-    def __init__(self):
-        self.signal = None
-
-    def __enter__(self):
-        self.old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
-        return self
-
-    def _handle(self, signum, frame):
-        self.signal = signal.Signals(signum).name
-
-    def __exit__(self, *exc):
-        for s, handler in self.old.items():
-            signal.signal(s, handler)
-
-
 class Trainer:
     def __init__(self, cfg: Config, resume: bool = False, quiet: bool = False):
         self.cfg, self.quiet = cfg, quiet
@@ -100,12 +63,12 @@ class Trainer:
                            if cfg.train.tensorboard and dist.is_main() else None)
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
+        precision.bound_kernel_cache()
         torch.manual_seed(cfg.train.seed)
         random.seed(cfg.train.seed)
         self.data = load_data(cfg)
         v = self.data.vocab
         self.device = dist.device()
-        self.precision = dist.precision_name(self.device, cfg.train.precision)  # bf16 | fp32
         self.model = build_model(cfg.model, v.src_size, v.tgt_size, v.joint,
                                  cfg.local).to(self.device)
         self.ddp = dist.wrap(self.model)
@@ -118,7 +81,36 @@ class Trainer:
                                     enabled=dist.is_main() and not quiet)
         if resume:
             self._restore()
+        self.chosen = dist.broadcast(precision.resolve(  # rank 0's choice on every rank
+            cfg.train.precision, self.device, self.run.precision if resume else None,
+            self._precision_key, self._time_precisions))
+        self.precision = self.chosen["precision"]  # bf16 | fp32
         self._write_run_files()
+
+    def _precision_key(self) -> str:
+        c = self.cfg
+        return precision.cache_key(self.device, self.model, {
+            "family": c.model.family, "batch_tokens": c.train.batch_tokens,
+            "max_len": c.data.max_len, "concat": c.data.concat,
+            "guided": c.guided.weight > 0,
+            "full_context": c.guided.full_context, "world": dist.world_size()})
+
+    def _time_precisions(self, precisions: list[str]) -> dict[str, float]:
+        """precision.time_steps on the plain model over batches spread across this epoch."""
+        d, c = self.data, self.cfg
+        spread = precision.spread(self.epoch_batches(self.progress.epoch))
+        chosen = list(iterate_batches(d.train_src, d.train_tgt, spread, d.train_guides))
+        self.model.train()
+
+        def step(batch, name: str) -> None:
+            with dist.autocast(self.device, name):
+                loss = loss_fn(self.model, batch.to(self.device), c.train.label_smoothing,
+                               c.guided)
+            loss.backward()
+            self.model.zero_grad(set_to_none=True)
+
+        with precision.random_state_kept():
+            return precision.time_steps(step, chosen, precisions, self.device)
 
     def _check_run_dir(self, resume: bool) -> None:
         run = self.run
@@ -134,6 +126,8 @@ class Trainer:
         if dist.is_main():
             self.run.path.mkdir(parents=True, exist_ok=True)
             save_config(self.cfg, self.run.config)
+            kept = {k: v for k, v in self.chosen.items() if k != "source"}
+            self.run.precision.write_text(json.dumps(kept, indent=1) + "\n", encoding="utf-8")
             self.run.install_vocab(self.data.vocab.paths[0].parent)
 
     def _restore(self) -> None:
@@ -264,7 +258,11 @@ class Trainer:
                   "examples": len(d.train_idx),
                   **({"unguided": d.unguided} if d.train_guides is not None else {}),
                   "src_vocab": d.vocab.src_size, "tgt_vocab": d.vocab.tgt_size,
-                  "precision": self.precision}
+                  "precision": self.precision, "precision_source": self.chosen["source"],
+                  **({"precision_timings": self.chosen["timings"]}
+                     if "timings" in self.chosen else {}),
+                  **({"probe_s": self.chosen["probe_s"]}
+                     if self.chosen["source"] == "probe" else {})}
         self.log(record)
         dropped = record["pairs"] - record["kept"]
         self.say(f"data: {record['kept']:,} of {record['pairs']:,} training pairs"
@@ -273,8 +271,8 @@ class Trainer:
                  + (f", joined into {record['examples']:,} examples of 1 to "
                     f"{c.data.concat} pairs (data.concat)" if c.data.concat > 1 else "")
                  + f"; vocabulary {d.vocab.src_size:,}/{d.vocab.tgt_size:,} pieces "
-                 f"(vocab.size={c.vocab.size}); {record['precision']} matrix products "
-                 f"(train.precision={c.train.precision})"
+                 f"(vocab.size={c.vocab.size}); "
+                 + precision.describe(self.chosen, c.train.precision)
                  + (f"; {d.unguided:,} pairs' teacher links do not fit their words: "
                     "trained without guidance" if d.unguided else ""))
         with StopRequest() as stop, self.display, self.board:
@@ -345,7 +343,8 @@ class Trainer:
         lr = self.schedule.lr(p.step, self.used_budget())
         tok_s *= dist.world_size()  # every process's tokens: one figure for all three sinks
         self.log({"kind": "train", "step": p.step, "epoch": p.epoch, "loss": loss, "lr": lr,
-                  "tokens_per_s": tok_s, "elapsed": elapsed})
+                  "tokens_per_s": tok_s, "elapsed": elapsed, "rss_mib": rss_mib(),
+                  "peak_rss_mib": peak_rss_mib()})
         self.board.scalars(p.step, {"train/loss": loss, "train/lr": lr,
                                     "train/tokens_per_s": tok_s})
         self.say(f"step {p.step:>6} | epoch {p.epoch:>3} | loss {loss:6.3f} | lr {lr:.2e} | "

@@ -1,0 +1,25 @@
+"""This process's memory as the operating system counts it (resident set size)."""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+
+
+def rss_mib() -> float | None:
+    """The resident set size now, in MiB: /proc/self/statm on Linux; None where the
+    system does not say (the peak, `peak_rss_mib`, is known everywhere)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as handle:
+            resident = int(handle.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return resident * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def peak_rss_mib() -> float:
+    """The largest resident set size this process has had, in MiB (getrusage's
+    ru_maxrss counts KiB on Linux and bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
