@@ -274,7 +274,7 @@ def test_a_client_that_goes_away_leaves_the_server_answering(urls, sentences):
     with pytest.raises(httpx.ReadTimeout):  # the decode holds its slot 1.5 s
         httpx.post(f"{tight}/api/align", json={"source": sentences[0][0]}, timeout=0.3)
     with socket.create_connection(("127.0.0.1", int(tight.rsplit(":", 1)[1]))) as s:
-        s.sendall(b"POST /api/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        s.sendall(b"POST /api/translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
                   b"\r\nContent-Length: 100\r\n\r\n{\"source\": \"a")  # then hang up
     deadline = time.monotonic() + 10
     while httpx.get(f"{tight}/healthz").json()["busy"]:  # the abandoned decode finishes

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from nmt.cli.app import app
+from nmt.core.errors import NMTError
 
 ALL_INTERFACES = ("0.0.0.0", "::", "[::]", "")
 
@@ -25,12 +26,15 @@ def serve(
         help="the k-th RUN's other direction (once per RUN, in order): adds the reverse "
              "and symmetrised panels")] = None,
     threads: Annotated[int, typer.Option(min=0, help="torch threads (0: torch's default)")] = 0,
+    allow_host: Annotated[list[str] | None, typer.Option(
+        help="a Host name clients may use besides the address and localhost (repeat; "
+             "'*.example.org' for subdomains, '*' for any)")] = None,
     max_concurrent: Annotated[int, typer.Option(min=1, hidden=True,
                                                 help="decodes at once")] = 2,
     max_waiting: Annotated[int, typer.Option(min=0, hidden=True,
                                              help="requests waiting for a decode slot")] = 8,
     queue_timeout: Annotated[float, typer.Option(min=0.0, hidden=True,
-                                                 help="seconds a request waits for a slot")
+                                                 help="seconds a request waits for a slot (0: none; a free slot is taken)")
                              ] = 10.0,
     decode_delay: Annotated[float, typer.Option(min=0.0, hidden=True,
                                                 help="testing: hold each slot this long")
@@ -51,7 +55,13 @@ def serve(
     served = load_runs(list(runs), list(reverse or []))
     limits = Limits(max_concurrent=max_concurrent, max_waiting=max_waiting,
                     queue_timeout=queue_timeout, decode_delay=decode_delay)
-    application = create_app(served, limits)
+    for name in allow_host or []:  # Starlette's rule: '*' alone or at the front of '*.'
+        if "*" in name[1:] or (name.startswith("*") and name not in ("*",)
+                               and not name.startswith("*.")):
+            raise NMTError(f"--allow-host {name!r}: a wildcard is '*' or '*.domain'")
+    hosts = [host.strip("[]") or "0.0.0.0", "localhost", "127.0.0.1", "::1",
+             *(allow_host or [])]
+    application = create_app(served, limits, hosts)
     if host in ALL_INTERFACES:
         typer.echo(f"nmt serve: warning: listening on every interface ({host or '0.0.0.0'}): "
                    "anyone who can reach this machine can use the models; there is no "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import ClientDisconnect
 
 from nmt.core.errors import NMTError
@@ -77,10 +79,10 @@ class Busy(ApiError):
 
 
 def error_body(exc: HTTPException) -> dict:
-    body = {"detail": exc.detail}
+    """Every error's shape: {"detail": str, "field": str | null, ...extra}."""
     if isinstance(exc, ApiError):
-        body.update({"field": exc.field, **exc.extra} if exc.field else exc.extra)
-    return body
+        return {"detail": exc.detail, "field": exc.field, **exc.extra}
+    return {"detail": str(exc.detail), "field": None}
 
 
 def validation_body(exc: RequestValidationError) -> dict:
@@ -100,8 +102,10 @@ def validation_body(exc: RequestValidationError) -> dict:
 
 class Guard:
     """Outermost ASGI middleware: a request id per request (X-Request-ID), a cap on the
-    body's size, and a 500 with the id, never a traceback, when something fails; the
-    traceback is logged with the id."""
+    body's size, X-Frame-Options: DENY on every response, one JSON shape for every error
+    (a plain-text error from below, such as the Host check's, is rewritten as
+    {"detail", "field": null}), and a 500 with the id, never a traceback, when something
+    fails; the traceback is logged with the id."""
 
     def __init__(self, app, max_body: int = MAX_BODY):
         self.app, self.max_body = app, max_body
@@ -111,15 +115,26 @@ class Guard:
             return await self.app(scope, receive, send)
         rid = uuid.uuid4().hex[:12]
         scope.setdefault("state", {})["request_id"] = rid
-        started = False
-        received = 0
+        started, received, plain, text = False, 0, None, b""
 
         async def send_with_id(message):
-            nonlocal started
+            nonlocal started, plain, text
             if message["type"] == "http.response.start":
                 started = True
+                kind = dict(message.get("headers", [])).get(b"content-type", b"")
+                if message["status"] >= 400 and not kind.startswith(b"application/json"):
+                    plain = message["status"]  # rewritten as JSON once its text is in
+                    return
                 message = {**message, "headers": [*message.get("headers", []),
-                                                   (b"x-request-id", rid.encode())]}
+                                                   (b"x-request-id", rid.encode()),
+                                                   (b"x-frame-options", b"DENY")]}
+            elif plain is not None and message["type"] == "http.response.body":
+                text += message.get("body", b"")
+                if not message.get("more_body"):
+                    status, plain = plain, None
+                    await self.respond(send_with_id, status, {
+                        "detail": text.decode("utf-8", "replace").strip(), "field": None})
+                return
             await send(message)
 
         async def capped_receive():
@@ -146,7 +161,7 @@ class Guard:
             if not started:
                 await self.respond(send_with_id, 500, {
                     "detail": "internal error; the server's log has the details under this "
-                              "request id", "request_id": rid})
+                              "request id", "field": None, "request_id": rid})
 
     @staticmethod
     async def respond(send, status: int, body: dict) -> None:
@@ -182,14 +197,19 @@ class Slots:
         if self._sem.value == 0 and self.waiting >= lim.max_waiting:
             raise Busy(f"server busy: {lim.max_concurrent} decodes running and "
                        f"{self.waiting} requests waiting (the limit); retry shortly")
-        self.waiting += 1
-        acquired = False
-        try:
-            with anyio.move_on_after(lim.queue_timeout):
-                await self._sem.acquire()
-                acquired = True
-        finally:
-            self.waiting -= 1
+        try:  # a free slot is taken at once, whatever the timeout (0: never wait)
+            self._sem.acquire_nowait()
+            acquired = True
+        except anyio.WouldBlock:
+            acquired = False
+        if not acquired and lim.queue_timeout > 0:
+            self.waiting += 1
+            try:
+                with anyio.move_on_after(lim.queue_timeout):
+                    await self._sem.acquire()
+                    acquired = True
+            finally:
+                self.waiting -= 1
         if not acquired:
             raise Busy(f"server busy: no decode slot free within {lim.queue_timeout:g} s "
                        f"({lim.max_concurrent} at once); retry shortly")
@@ -200,13 +220,17 @@ class Slots:
             self.busy -= 1
             self._sem.release()
 
-    async def run(self, fn: Callable, *args):
+    async def run(self, fn: Callable, *args, gone: Callable | None = None):
         """`fn(*args)` in a worker thread, inside a slot. The thread is never abandoned:
-        the slot is released only when the decode has really finished. An NMTError (the
-        input's fault, as on the command line) is a 422."""
+        the slot is released only when the decode has really finished. `gone()`: whether
+        the client has hung up, asked once the slot is taken; if so the decode does not
+        start and the slot is free at once. An NMTError (the input's fault, as on the
+        command line) is a 422."""
         async with self.hold():
             if self.limits.decode_delay:
                 await run_in_threadpool(time.sleep, self.limits.decode_delay)
+            if gone is not None and await gone():
+                raise ClientDisconnect()
             try:
                 return await run_in_threadpool(fn, *args)
             except NMTError as exc:
@@ -228,8 +252,13 @@ class RunSet:
         self.served, self.by_name = list(served), {s.name: s for s in served}
 
     def pick(self, refs: list[int | str] | None) -> list[Served]:
+        """The runs `refs` names, each once, in the order first named; more references
+        than runs served is a 422 (one request decodes each run at most once)."""
         if refs is None:
             return list(self.served)
+        if len(refs) > len(self.served):
+            raise ApiError(422, f"runs: {len(refs)} references, but {len(self.served)} runs "
+                           "are served; name each run at most once", "runs")
         out = []
         for ref in refs:
             run = self.by_name.get(ref) if isinstance(ref, str) else (
@@ -238,14 +267,19 @@ class RunSet:
                 raise ApiError(422, f"runs: no run {ref!r}; the runs are "
                                f"{', '.join(f'{s.index} ({s.name})' for s in self.served)}",
                                "runs")
-            out.append(run)
+            if all(run.index != kept.index for kept in out):
+                out.append(run)
         return out
 
     def one(self, run: str) -> Served:
-        found = self.by_name.get(run) or (self.served[int(run)] if run.isdigit()
-                                          and int(run) < len(self.served) else None)
+        """A run by its exact name or its index in ASCII digits (not "²", "١" or 4,000
+        digits); anything else is a 404 naming the runs there are."""
+        found = self.by_name.get(run)
+        if found is None and re.fullmatch(r"[0-9]{1,9}", run) and int(run) < len(self.served):
+            found = self.served[int(run)]
         if found is None:
-            raise ApiError(404, f"no run {run!r}; GET /api/runs lists them", "run")
+            raise ApiError(404, f"no run {run!r}; the runs are " + ", ".join(
+                f"{s.index} ({s.name})" for s in self.served), "run")
         return found
 
 
@@ -258,17 +292,26 @@ def check_length(field: str, text: str, runs: list[Served]) -> None:
                            max_pieces=MAX_PIECES)
 
 
-def create_app(served: list[Served], limits: Limits = Limits()) -> FastAPI:
-    """The app over runs loaded once (`nmt.serve.runs.load_runs`)."""
+def create_app(served: list[Served], limits: Limits = Limits(),
+               hosts: list[str] | None = None) -> FastAPI:
+    """The app over runs loaded once (`nmt.serve.runs.load_runs`). `hosts`: the Host
+    headers answered (Starlette's TrustedHostMiddleware; `nmt serve` passes its address,
+    localhost and --allow-host), so a page on another site cannot reach the server through
+    DNS rebinding; None answers any (in-process use)."""
 
     app = FastAPI(title="nmt serve", version="1",
                   description="A live attention playground: translate and align with the runs "
                               "given at start. Attention is not explanation: the matrices "
                               "show where each model looked, not why it translated as it did.")
-    app.add_middleware(Guard)
+    if hosts is not None:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=hosts)
+    app.add_middleware(Guard)  # added last: outermost
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, exc: HTTPException):
+        if exc.status_code == 400 and not isinstance(exc, ApiError):  # a body JSON can't read
+            exc = ApiError(422, "body: not JSON this server reads (nested too deep, or a "
+                           "number too long?); send the documented fields", "body")
         headers = {"Retry-After": "1"} if exc.status_code == 503 else None
         return JSONResponse(error_body(exc), status_code=exc.status_code, headers=headers)
 
@@ -289,7 +332,8 @@ def _info_routes(app: FastAPI, runs: RunSet, slots: Slots, limits: Limits, page:
     async def index():
         return HTMLResponse(page, headers={"Content-Security-Policy": (
             "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-            "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'")})
+            "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
+            "frame-ancestors 'none'")})
 
     @app.get("/healthz", summary="liveness: ok, and how busy the decode slots are")
     async def healthz():
@@ -315,18 +359,19 @@ def _work_routes(app: FastAPI, runs: RunSet, slots: Slots) -> None:
 
     @app.post("/api/translate", response_model=TranslateResponse, responses=ERRORS,
               summary="each run's n-best translations, with word links")
-    async def translate(req: TranslateRequest):
+    async def translate(req: TranslateRequest, request: Request):
         asked = runs.pick(req.runs)
         check_length("source", req.source, asked)
 
         def work():
             return [R.translate(run, req.source, req.beam, req.n_best) for run in asked]
 
-        return {"source": req.source, "runs": await slots.run(work)}
+        return {"source": req.source,
+                "runs": await slots.run(work, gone=request.is_disconnected)}
 
     @app.post("/api/align", response_model=AlignResponse, responses=ERRORS,
               summary="each run's word alignment: forced on a target, or free")
-    async def align(req: AlignRequest):
+    async def align(req: AlignRequest, request: Request):
         asked = runs.pick(req.runs)
         check_length("source", req.source, asked)
         if req.target is not None:
@@ -342,7 +387,7 @@ def _work_routes(app: FastAPI, runs: RunSet, slots: Slots) -> None:
                                         "nmt serve") if req.views else None)
             return [a.as_dict() for a in results], explorer
 
-        results, explorer = await slots.run(work)
+        results, explorer = await slots.run(work, gone=request.is_disconnected)
         return {"source": req.source, "target": req.target,
                 "mode": "free" if req.target is None else "forced", "method": req.method,
                 "symmetrize": req.symmetrize, "runs": results, "explorer": explorer}

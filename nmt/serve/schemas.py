@@ -21,6 +21,17 @@ SOURCE_HELP = (f"a sentence in the runs' source language: at most {MAX_WORDS} wo
 RunRef = Annotated[int | str, Field(description="a run's index or name (GET /api/runs)")]
 
 
+def encodable(text: str) -> str:
+    """`text` if it can be written as UTF-8 (a lone surrogate such as "\\ud800" cannot);
+    else a ValueError, which pydantic answers with 422 naming the field."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"not valid Unicode text (character {exc.start} is a lone "
+                         "surrogate); send UTF-8") from None
+    return text
+
+
 class SentenceRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -31,7 +42,7 @@ class SentenceRequest(BaseModel):
     @field_validator("source")
     @classmethod
     def _not_empty(cls, text: str) -> str:
-        text = text.strip()
+        text = encodable(text).strip()
         if not text:
             raise ValueError("empty; type a sentence")
         return text
@@ -68,7 +79,7 @@ class AlignRequest(SentenceRequest):
     @field_validator("target")
     @classmethod
     def _target(cls, text: str | None) -> str | None:
-        if text is not None and not text.strip():
+        if text is not None and not encodable(text).strip():
             raise ValueError("empty; send null for free mode (each run's own translation)")
         return None if text is None else text.strip()
 

@@ -1,0 +1,158 @@
+"""`nmt serve`'s boundaries, in-process (Starlette's TestClient and raw ASGI calls): each
+class of hostile input is a 4xx of the one documented shape {"detail", "field", ...},
+never a 500 and never more work than one request's share."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+
+pytest.importorskip("fastapi", reason="nmt serve needs its extra: pip install -e '.[serve]'")
+from starlette.testclient import TestClient  # noqa: E402
+
+from nmt.serve import runs as served_runs  # noqa: E402
+from nmt.serve.app import Busy, Limits, Slots, create_app  # noqa: E402
+from tests.test_serve import runs  # noqa: E402,F401  (the module's tiny runs)
+
+
+@pytest.fixture(scope="module")
+def served(runs):  # noqa: F811
+    return served_runs.load_runs([runs["bahdanau"], runs["transformer"]])
+
+
+@pytest.fixture(scope="module")
+def client(served):
+    with TestClient(create_app(served), raise_server_exceptions=False) as c:
+        yield c
+
+
+def shaped(r, status: int, field: str | None) -> dict:
+    """The documented error shape: JSON with detail (text) and field."""
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert isinstance(body["detail"], str) and body["detail"] and body["field"] == field, body
+    assert "Traceback" not in r.text
+    return body
+
+
+def test_a_run_named_twice_decodes_once_and_more_names_than_runs_is_a_422(client, monkeypatch):
+    calls = []
+    real = served_runs.translate
+    monkeypatch.setattr(served_runs, "translate",
+                        lambda run, *a: calls.append(run.index) or real(run, *a))
+    r = client.post("/api/translate", json={"source": "a b", "runs": [0, "bahdanau", 0]})
+    shaped(r, 422, "runs")  # three references, two runs served
+    r = client.post("/api/translate", json={"source": "a b", "runs": [1, "transformer"]})
+    assert r.status_code == 200 and [x["run"] for x in r.json()["runs"]] == [1]
+    assert calls == [1]
+    r = client.post("/api/translate", json={"source": "a b", "runs": [1, 0]})
+    assert [x["run"] for x in r.json()["runs"]] == [1, 0]  # the order asked
+
+
+@pytest.mark.parametrize("path,field", [("/api/translate", "source"), ("/api/align", "source"),
+                                        ("/api/align", "target")])
+def test_text_that_is_not_unicode_is_a_422_naming_its_field(client, path, field):
+    body = {"source": "abc \\ud800 def"} if field == "source" else {
+        "source": "a b", "target": "x \\udfff"}
+    raw = json.dumps(body).replace("\\\\u", "\\u").encode()  # a lone surrogate, escaped
+    r = client.post(path, content=raw, headers={"content-type": "application/json"})
+    assert "surrogate" in shaped(r, 422, field)["detail"]
+
+
+@pytest.mark.parametrize("ref", ["²", "١", "1" * 4301, "-0", " 1", "1.0", "０", "bahdanau "])
+def test_a_run_reference_is_ascii_digits_or_an_exact_name(client, ref):
+    r = client.get(f"/api/runs/{ref}")
+    body = shaped(r, 404, "run")
+    assert "0 (bahdanau)" in body["detail"] and "1 (transformer)" in body["detail"]
+
+
+def test_run_references_that_name_a_run(client):
+    assert client.get("/api/runs/1").json()["name"] == "transformer"
+    assert client.get("/api/runs/bahdanau").json()["index"] == 0
+
+
+def test_bodies_json_cannot_read_are_the_documented_422(client):
+    for raw in (b"[" * 30_000 + b"]" * 30_000, b'{"source": "a", "beam": ' + b"7" * 5000 + b"}"):
+        r = client.post("/api/translate", content=raw,
+                        headers={"content-type": "application/json"})
+        shaped(r, 422, "body")
+
+
+def test_every_4xx_has_the_one_shape_and_no_page_may_be_framed(client):
+    shaped(client.get("/no/such/path"), 404, None)
+    shaped(client.delete("/api/translate"), 405, None)
+    r = client.get("/api/runs")
+    assert r.headers["x-frame-options"] == "DENY" and r.headers["x-request-id"]
+    page = client.get("/")
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert page.headers["x-frame-options"] == "DENY"
+
+
+def test_only_the_allowed_host_names_are_answered(served):
+    app = create_app(served, hosts=["127.0.0.1", "localhost"])
+    with TestClient(app, base_url="http://127.0.0.1:8000") as c:
+        assert c.get("/api/runs").status_code == 200
+        assert c.get("/api/runs", headers={"host": "localhost:8000"}).status_code == 200
+        r = c.get("/api/runs", headers={"host": "rebound.example.org"})
+        assert "host" in shaped(r, 400, None)["detail"].lower()
+        assert r.headers["x-request-id"]
+
+
+def test_a_queue_timeout_of_zero_takes_a_free_slot_and_never_waits():
+    async def main():
+        slots = Slots(Limits(max_concurrent=1, queue_timeout=0.0))
+        async with slots.hold():  # idle: the slot is free, so taken
+            assert slots.busy == 1
+            with pytest.raises(Busy):  # taken: no wait at all
+                async with slots.hold():
+                    pass
+            assert slots.waiting == 0
+        assert slots.busy == 0
+
+    anyio.run(main)
+
+
+def test_a_request_whose_client_has_gone_never_starts_its_decode(served, monkeypatch):
+    """One decode holds the only slot; a second request's client hangs up while it waits:
+    when the slot frees, its decode does not start, and the slot is free again."""
+    calls = []
+    real = served_runs.translate
+    monkeypatch.setattr(served_runs, "translate",
+                        lambda run, *a: calls.append(run.index) or real(run, *a))
+    app = create_app(served, Limits(max_concurrent=1, queue_timeout=5.0, decode_delay=0.4))
+    body = json.dumps({"source": "a b", "runs": [0]}).encode()
+    scope = {"type": "http", "http_version": "1.1", "method": "POST", "path": "/api/translate",
+             "raw_path": b"/api/translate", "query_string": b"", "root_path": "",
+             "scheme": "http", "server": ("127.0.0.1", 8000), "client": ("127.0.0.1", 1),
+             "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
+                         (b"content-length", str(len(body)).encode())]}
+    statuses = {}
+
+    def client(name: str, hangs_up: bool):
+        sent = False
+
+        async def receive():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            if hangs_up:
+                return {"type": "http.disconnect"}
+            await anyio.sleep_forever()
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses[name] = message["status"]
+
+        return receive, send
+
+    async def main():
+        async with anyio.create_task_group() as group:
+            group.start_soon(app, dict(scope), *client("stays", False))
+            await anyio.sleep(0.1)
+            group.start_soon(app, dict(scope), *client("leaves", True))
+
+    anyio.run(main)
+    assert statuses == {"stays": 200} and calls == [0]
