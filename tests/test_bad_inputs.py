@@ -605,3 +605,21 @@ def test_corpus_with_a_100k_character_line(env, capsys):
     data = load_data(load_config(cfg))
     assert len(data.train_src[20]) > 1000  # encoded in full...
     assert 20 not in data.train_idx and len(data.train_idx) >= 30  # ...and not trained on
+
+
+@pytest.mark.parametrize("sources,targets,message", [
+    (["a b", "c d"], ["x y", "   "], "pair 1: empty target"),
+    (["   ", "c d"], ["x y", "z"], "pair 0: empty source"),
+])
+def test_an_empty_side_given_to_eflomal_is_named_by_its_own_index(sources, targets, message,
+                                                                  monkeypatch):
+    """nmt.align.statistical:statistical_links — the index counts the pairs given (not the
+    training pairs eflomal learns from beside them), and an empty source is refused too;
+    nothing reaches eflomal."""
+    from nmt.align import statistical
+    from nmt.core.errors import NMTError
+
+    monkeypatch.setattr(statistical, "eflomal_links", lambda *a, **k: pytest.fail("ran"))
+    train = (["u v"] * 3, ["w"] * 3)
+    with pytest.raises(NMTError, match=message):
+        statistical.statistical_links(sources, targets, train)

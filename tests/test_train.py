@@ -490,3 +490,64 @@ def test_a_bf16_step_multiplies_in_bf16_and_keeps_weights_gradients_and_loss_in_
         assert record["precision"] == precision
     assert steps["bf16"] == pytest.approx(steps["fp32"], rel=2e-2)
     assert steps["bf16"] != steps["fp32"]
+
+
+def test_checkpoints_carry_the_gpu_generators_and_resume_restores_them(data_root, tmp_path,
+                                                                        monkeypatch):
+    """With CUDA present, checkpoints/last.pt holds every GPU generator's state and
+    --resume puts it back (dropout on a GPU draws from it: without it resume is exact on
+    the CPU only). CUDA is stood in for: the trainer stays on the CPU."""
+    from nmt.core.checkpoint import load_checkpoint
+    from nmt.training import distributed as dist
+
+    states = [torch.arange(16, dtype=torch.uint8), torch.arange(16, 32, dtype=torch.uint8)]
+    restored = []
+    monkeypatch.setattr(dist, "device", lambda: torch.device("cpu"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: [s.clone() for s in states])
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", restored.append)
+    cfg = tiny_config(data_root, tmp_path, "cuda_rng", MODELS["bahdanau"], max_steps=2,
+                      precision="fp32")
+    trainer = Trainer(cfg, quiet=True)
+    trainer.fit()
+    saved = load_checkpoint(trainer.run.checkpoint("last"))["rng_cuda"]
+    assert [torch.equal(a, b) for a, b in zip(saved, states)] == [True, True]
+    restored.clear()
+    Trainer(tiny_config(data_root, tmp_path, "cuda_rng", MODELS["bahdanau"], max_steps=3,
+                        precision="fp32"), resume=True, quiet=True)
+    assert len(restored) == 1 and all(torch.equal(a, b) for a, b in zip(restored[0], states))
+
+
+def test_adapting_gives_back_every_generator_it_reseeds(monkeypatch):
+    """nmt.training.adapt:adapting seeds every device (torch.manual_seed); it forks the
+    CPU's generator and each GPU's, so the caller's CUDA state comes back unchanged."""
+    import contextlib
+
+    from nmt.core.config import TrainConfig
+    from nmt.training import adapt
+
+    forked = []
+
+    @contextlib.contextmanager
+    def fork_rng(devices=None, **kw):
+        forked.append(devices)
+        yield
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.random, "fork_rng", fork_rng)
+    monkeypatch.setattr(torch, "manual_seed", lambda seed: None)
+    model = build_tiny()
+    src = [np.array([5, 6, 3]), np.array([7, 3])]
+    tgt = [np.array([5, 6]), np.array([7])]
+    next(adapt.adapting(model, src, tgt, 1e-3, TrainConfig(batch_tokens=100)))
+    assert forked == [[0, 1]]
+
+
+def build_tiny():
+    from nmt.core.config import ModelConfig
+    from nmt.models import build_model
+
+    torch.manual_seed(0)
+    return build_model(ModelConfig(family="bahdanau", emb_size=16, hidden_size=16,
+                                   dropout=0.1), 20, 20, True)

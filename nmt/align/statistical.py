@@ -83,9 +83,10 @@ def eflomal_links(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]],
     eflomal = require_eflomal()
     if len(src) != len(tgt):
         raise ValueError(f"{len(src)} source but {len(tgt)} target sentences")
-    empty = next((n for n, (s, t) in enumerate(zip(src, tgt)) if not s or not t), None)
-    if empty is not None:
-        raise NMTError(f"pair {empty} has an empty side; eflomal aligns non-empty pairs only")
+    for n, (s, t) in enumerate(zip(src, tgt)):
+        if not s or not t:
+            raise NMTError(f"pair {n}: empty {'source' if not s else 'target'}; eflomal "
+                           "aligns non-empty pairs only")
     old = os.environ.get("OMP_NUM_THREADS")
     if threads is not None:
         os.environ["OMP_NUM_THREADS"] = str(threads)  # the eflomal binary is OpenMP
@@ -119,9 +120,14 @@ def statistical_links(sources: Sequence[str], targets: Sequence[str],
     trained on the `train` pairs plus them; `langs` = (source, target) language tokenises
     the training pairs with `gold_style_tokens`, None splits them on whitespace too.
     The dict says how: training pairs used, tokenisation, seconds."""
-    if not targets or not all(t.strip() for t in targets):
+    if not targets:
         raise NMTError("the statistical aligner needs a target for every sentence "
                        "(forced mode on given pairs)")
+    for k, (s, t) in enumerate(zip(sources, targets)):  # k counts the pairs given, from 0
+        for side, text in (("source", s), ("target", t)):
+            if not text.strip():
+                raise NMTError(f"pair {k}: empty {side}; the statistical aligner (eflomal) "
+                               "aligns non-empty pairs only (forced mode on given pairs)")
     if langs is None:
         train_src = [s.lower().split() for s in train[0]]
         train_tgt = [t.lower().split() for t in train[1]]

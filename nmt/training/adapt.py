@@ -71,7 +71,10 @@ def adapting(model: Seq2Seq, src_ids: list, tgt_ids: list, lr: float, train: Tra
     tuned = copy.deepcopy(model).train()
     device = next(tuned.parameters()).device
     optim = build_optimizer(tuned, lr)
-    with torch.random.fork_rng(devices=[]):  # dropout draws do not disturb the caller's RNG
+    # manual_seed reseeds every device: fork them all, so the caller's CPU and CUDA
+    # generators come back as they were (dropout draws here disturb neither)
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)
         for batch in _batches(list(src_ids), list(tgt_ids), train.batch_tokens, seed, guides):
             tuned.train()

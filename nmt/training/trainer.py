@@ -144,6 +144,8 @@ class Trainer:
         self.progress = Progress(**payload["progress"])
         torch.set_rng_state(payload["rng_torch"])
         random.setstate(_tuples(payload["rng_python"]))
+        if payload.get("rng_cuda") is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(payload["rng_cuda"])  # dropout's draws on the GPU
 
     def save(self, which: str) -> None:
         if not dist.is_main():
@@ -152,6 +154,7 @@ class Trainer:
             "model": self.model.state_dict(), "optimizer": self.optim.state_dict(),
             "schedule": self.schedule.state_dict(), "progress": vars(self.progress),
             "rng_torch": torch.get_rng_state(), "rng_python": list(random.getstate()),
+            "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             "config": config_to_dict(self.cfg), "src_vocab": self.data.vocab.src_size,
             "tgt_vocab": self.data.vocab.tgt_size,
         }
