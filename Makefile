@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install test demo bench bench-bleu bench-align multi30k lint clean mutants lab docs
+.PHONY: install test fuzz demo bench bench-bleu bench-align multi30k lint clean mutants lab docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,11 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# Longer fuzzing than make test's: Schemathesis over every endpoint of nmt serve (2,000
+# requests, valid and invalid) and the Hypothesis properties at 400 examples each.
+fuzz: $(STAMP)
+	$(BIN)/python -m pytest tests/test_fuzz.py -n 0 -s --hypothesis-profile=fuzz
 
 demo: $(STAMP)
 	bash scripts/demo.sh

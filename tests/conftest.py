@@ -86,3 +86,12 @@ def _precision(request, _cache_dir, monkeypatch):
         resolve = precision.resolve
         monkeypatch.setattr(precision, "resolve", lambda setting, *rest: resolve(
             forced if setting == "auto" else setting, *rest))
+
+
+# Hypothesis budgets (tests/test_fuzz.py): "suite" in make test, "fuzz" in make fuzz
+# (--hypothesis-profile=fuzz: 400 examples per property and per server endpoint).
+from hypothesis import settings as _hypothesis  # noqa: E402
+
+_hypothesis.register_profile("suite", max_examples=12, deadline=None)
+_hypothesis.register_profile("fuzz", max_examples=400, deadline=None)
+_hypothesis.load_profile("suite")

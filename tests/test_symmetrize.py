@@ -82,7 +82,7 @@ def test_flip_and_empty_inputs():
 def test_bad_heuristic_and_links_outside_the_sentence():
     with pytest.raises(NMTError, match="grow-diag-final-and"):
         symmetrize(FORWARD, BACKWARD, 4, 4, "grow")
-    with pytest.raises(ValueError, match="outside a 3 x 4"):
+    with pytest.raises(NMTError, match="outside a 3 x 4"):
         symmetrize(FORWARD, BACKWARD, 3, 4, "union")
 
 

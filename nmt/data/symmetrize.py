@@ -131,7 +131,7 @@ def symmetrize(forward: Iterable[Link], backward: Iterable[Link], src_len: int,
     f, b = set(forward), set(backward)
     outside = [(i, j) for i, j in f | b if not (0 <= i < src_len and 0 <= j < tgt_len)]
     if outside:
-        raise ValueError(f"link {outside[0]} is outside a {src_len} x {tgt_len} sentence pair")
+        raise NMTError(f"link {outside[0]} is outside a {src_len} x {tgt_len} sentence pair")
     return HEURISTICS[heuristic](f, b, src_len, tgt_len)
 
 

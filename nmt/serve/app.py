@@ -123,7 +123,7 @@ class Guard:
                 started = True
                 kind = dict(message.get("headers", [])).get(b"content-type", b"")
                 if message["status"] >= 400 and not kind.startswith(b"application/json"):
-                    plain = message["status"]  # rewritten as JSON once its text is in
+                    plain = message  # rewritten as JSON once its text is in
                     return
                 message = {**message, "headers": [*message.get("headers", []),
                                                    (b"x-request-id", rid.encode()),
@@ -131,9 +131,11 @@ class Guard:
             elif plain is not None and message["type"] == "http.response.body":
                 text += message.get("body", b"")
                 if not message.get("more_body"):
-                    status, plain = plain, None
-                    await self.respond(send_with_id, status, {
-                        "detail": text.decode("utf-8", "replace").strip(), "field": None})
+                    start, plain = plain, None
+                    kept = [(k, v) for k, v in start.get("headers", [])  # Allow, say
+                            if k.lower() not in (b"content-type", b"content-length")]
+                    await self.respond(send_with_id, start["status"], {
+                        "detail": text.decode("utf-8", "replace").strip(), "field": None}, kept)
                 return
             await send(message)
 
@@ -164,11 +166,12 @@ class Guard:
                               "request id", "field": None, "request_id": rid})
 
     @staticmethod
-    async def respond(send, status: int, body: dict) -> None:
+    async def respond(send, status: int, body: dict, headers: list | None = None) -> None:
         data = json.dumps(body).encode()
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(data)).encode())]})
+                                (b"content-length", str(len(data)).encode()),
+                                *(headers or [])]})
         await send({"type": "http.response.body", "body": data})
 
 
@@ -312,7 +315,8 @@ def create_app(served: list[Served], limits: Limits = Limits(),
         if exc.status_code == 400 and not isinstance(exc, ApiError):  # a body JSON can't read
             exc = ApiError(422, "body: not JSON this server reads (nested too deep, or a "
                            "number too long?); send the documented fields", "body")
-        headers = {"Retry-After": "1"} if exc.status_code == 503 else None
+        headers = {**(exc.headers or {}),  # Allow on a 405
+                   **({"Retry-After": "1"} if exc.status_code == 503 else {})}
         return JSONResponse(error_body(exc), status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(RequestValidationError)
