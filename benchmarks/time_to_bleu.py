@@ -96,7 +96,12 @@ def evaluate(run: Path, average: int) -> dict:
     train = [m for m in metrics if m["kind"] == "train"]
     valid = [m for m in metrics if m["kind"] == "valid"]
     model = nmt.load(run)
+    data = next((m for m in metrics if m["kind"] == "data"), {})
+    rss = [(m["elapsed"], m["rss_mib"]) for m in train if m.get("rss_mib")]
+    at_2 = next((r for t, r in rss if t >= 120), None)
     result = {"run": str(run), "family": run.name.rsplit("_s", 1)[0],
+              "precision": data.get("precision"), "rss_2min_mib": at_2,
+              "rss_end_mib": rss[-1][1] if rss else None,
               "seed": model.cfg.train.seed, "minutes": model.cfg.train.max_minutes,
               "steps": valid[-1]["step"], "tokens_per_s": round(valid[-1]["train_tokens_per_s"]),
               "valid": [(round(m["elapsed"] / 60, 2), m["step"], m["bleu"]) for m in valid],
@@ -122,15 +127,20 @@ def report(out: Path) -> str:
     results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     families = list(dict.fromkeys(r["family"] for r in results))
     splits = list(dict.fromkeys(s for r in results for s in r["test"]))
-    lines = ["| family | seeds | steps | tokens/s | final valid BLEU | " +
+    lines = ["| family | seeds | precision | steps | tokens/s | RSS MiB at 2 min → end | "
+             "final valid BLEU | " +
              " | ".join(f"{s} BLEU (median) | per seed | chrF" for s in splits) +
              " | averaged (median) |",
-             "|---" * (6 + 3 * len(splits)) + "|"]
+             "|---" * (8 + 3 * len(splits)) + "|"]
     for family in families:
         rows = sorted((r for r in results if r["family"] == family), key=lambda r: r["seed"])
+        mib = lambda v: f"{v:,.0f}" if v else "?"  # noqa: E731
         cells = [family, ", ".join(str(r["seed"]) for r in rows),
+                 "/".join(str(r.get("precision") or "?") for r in rows),
                  "/".join(str(r["steps"]) for r in rows),
                  "/".join(str(r["tokens_per_s"]) for r in rows),
+                 " / ".join(f"{mib(r.get('rss_2min_mib'))} → {mib(r.get('rss_end_mib'))}"
+                            for r in rows),
                  "/".join(f"{r['valid'][-1][2]:.1f}" for r in rows)]
         for split in splits:
             bleu = [r["test"][split]["bleu"] for r in rows if split in r["test"]]

@@ -55,11 +55,12 @@ def measure(runs: Path) -> dict[str, dict]:
         values["precision"] = data.get("precision", NA)
         values["label"] = model_label(summary.cfg)
         values["attention"] = summary.has_attention
+        values["by_length"] = (summary.scores or {}).get("by_length") or []
         out[family] = values
     return out
 
 
-def render(values: dict[str, dict]) -> str:
+def render(values: dict[str, dict], seconds: float | None = None) -> str:
     """The table, its heading line and its footnote, between the markers."""
     fmt = lambda v, spec: NA if v is None else format(v, spec)  # noqa: E731
     rows = []
@@ -70,9 +71,17 @@ def render(values: dict[str, dict]) -> str:
                     f"{fmt(v['chrf'], '.2f')} | {fmt(v['aer'], '.3f')}{mark} | "
                     f"{fmt(v['diagonal_aer'], '.3f')}{mark} | "
                     f"{fmt(v['entropy'], '.2f')}{mark} |")
+    took = f", {seconds // 60:.0f} min {seconds % 60:.0f} s in all" if seconds else ""
+    lengths = lambda v: ", ".join(f"{b['bleu']:.1f} on {b['bucket']}"  # noqa: E731
+                                  for b in v["by_length"])
+    fixed = [(f, v) for f, v in values.items() if not v["attention"]]
+    note = [f"† no attention: the whole source is one vector. Its BLEU falls with the "
+            f"source's length, the bottleneck the attention papers removed: "
+            f"{lengths(fixed[0][1])} words (Bahdanau: {lengths(values['bahdanau'])})."
+            ] if fixed and "bahdanau" in values else []
     return "\n".join([
         BEGIN,
-        f"Measured with `make demo` on {time.strftime('%Y-%m-%d')} on {machine()}, "
+        f"Measured with `make demo` on {time.strftime('%Y-%m-%d')} on {machine()}{took}, "
         "two trainings at a time with one thread each. From `reports/demo/report.md` (test "
         "split, 500 sentences, beam 5; AER of 200 sentences against the generator's gold):",
         "",
@@ -80,6 +89,8 @@ def render(values: dict[str, dict]) -> str:
         "| Entropy (nats) |",
         "|---|---|---|---|---|---|---|---|---|---|",
         *rows,
+        "",
+        *note,
         END,
     ])
 
@@ -131,6 +142,7 @@ def main() -> None:
     parser.add_argument("--against", type=Path, default=README,
                         help="the README whose table is the reference (compare)")
     parser.add_argument("--reports", type=Path, default=ROOT / "reports" / "demo")
+    parser.add_argument("--seconds", type=float, help="the demo's wall time (write)")
     args = parser.parse_args()
     values = measure(args.runs)
     if args.action == "compare":
@@ -143,7 +155,7 @@ def main() -> None:
         return
     text = README.read_text(encoding="utf-8")
     head, rest = text.split(BEGIN, 1)
-    README.write_text(head + render(values) + rest.split(END, 1)[1], encoding="utf-8")
+    README.write_text(head + render(values, args.seconds) + rest.split(END, 1)[1], encoding="utf-8")
     shutil.copyfile(args.reports / FIGURE[0], FIGURE[1])
     print(f"wrote the demo table in {README.relative_to(ROOT)} and {FIGURE[1].relative_to(ROOT)}")
 

@@ -5,14 +5,14 @@ trips, word/piece mapping, Pharaoh links, symmetrisation): each input gives a co
 result or a clean NMTError, never another exception.
 
 Budgets: the Hypothesis profile "suite" (a few examples, in `make test`) or "fuzz"
-(`make fuzz`: at least 200 examples per property, 400 requests per endpoint)."""
+(`make fuzz`: 400 examples per property and per endpoint and mode, over 2,000 requests)."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis.errors import Unsatisfiable
 from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
 
 import nmt
 from nmt.align.words import join_pieces, pieces_to_words
