@@ -4,12 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install test fuzz demo bench bench-bleu bench-align multi30k lint clean mutants lab docs
+.PHONY: install test fuzz load gpu-check demo bench bench-bleu bench-align multi30k lint clean mutants lab docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,align,tensorboard,serve]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,align,tensorboard,serve,load]'
 	rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 install: $(STAMP)
@@ -21,6 +21,16 @@ test: $(STAMP)
 # requests, valid and invalid) and the Hypothesis properties at 400 examples each.
 fuzz: $(STAMP)
 	$(BIN)/python -m pytest tests/test_fuzz.py -n 0 -s --hypothesis-profile=fuzz
+
+# nmt serve under Locust over make demo's Bahdanau and Transformer runs: 8, 16 and 32 users,
+# 60 s each; ARGS="--soak-minutes 10" adds the soak (docs/serve.md).
+load: $(STAMP)
+	$(BIN)/python benchmarks/serve_load.py runs/demo/bahdanau runs/demo/transformer $(ARGS)
+
+# On a machine with a GPU: train, resume, decode, torchrun and serve there in a few minutes
+# (scripts/gpu_check.py); without CUDA it says so in one line.
+gpu-check: $(STAMP)
+	$(BIN)/python scripts/gpu_check.py $(ARGS)
 
 demo: $(STAMP)
 	bash scripts/demo.sh

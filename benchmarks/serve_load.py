@@ -1,23 +1,24 @@
-"""Load on `nmt serve`: start the server on loopback over two runs, send a bounded number of
-mixed requests from a few concurrent clients, report latency, errors, 503s and the server's
-memory (VmRSS of /proc/<pid>/status) before and after.
+"""Load on `nmt serve` with Locust: start the server on loopback over two runs, warm it
+up, then run benchmarks/locustfile.py headless for each number of users, one after the
+other, and report latency (p50/p95), requests/s, errors, 503s with Retry-After, and the
+server's memory (VmRSS of /proc/<pid>/status) after the warm-up and after each step.
 
-    .venv/bin/python benchmarks/serve_load.py RUN_A RUN_B [--requests 400] [--clients 8]
-        [--threads 1] [--max-seconds 600] [--pairs FILE] [--out report.json]
+    .venv/bin/python benchmarks/serve_load.py RUN_A RUN_B [--users 8 16 32]
+        [--seconds 60] [--soak-minutes 0] [--threads 1] [--pairs FILE] [--out report.json]
 
-The requests cycle through five kinds: translate (greedy), translate (beam 4, 2-best),
-align free with the page's views (attention), align forced (attention), align forced
-(saliency). Sentences: `source ||| target` lines of --pairs, or the first run's corpus test
-split (as `nmt align` reads it), up to 30 words each. The server keeps its default limits
-(2 decodes at once, 8 waiting, 10 s of waiting), so 8 clients fit without 503s unless a
-decode is slow. Loopback only; every request is bounded, and the whole run stops after
---max-seconds. Exit code 1 when any request failed (other than 503).
+--soak-minutes M then runs 8 users for M minutes, reading the server's RSS every 30 s.
+Sentences: `source ||| target` lines of --pairs, or the first run's corpus test split (as
+`nmt align` reads it), up to 30 words each. The server keeps its default limits (2 decodes
+at once, 8 waiting, 10 s of waiting). Loopback only; every step stops after its seconds.
+Exit code 1 when any request failed other than with 503 and Retry-After.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -60,41 +61,59 @@ def sentences(args) -> list[tuple[str, str]]:
     return pairs[:500]
 
 
-def request(kind: int, source: str, target: str) -> tuple[str, dict]:
-    return [
-        ("/api/translate", {"source": source, "beam": 1}),
-        ("/api/translate", {"source": source, "beam": 4, "n_best": 2}),
-        ("/api/align", {"source": source, "views": True}),
-        ("/api/align", {"source": source, "target": target}),
-        ("/api/align", {"source": source, "target": target, "method": "saliency"}),
-    ][kind % 5]
+def percentile_ms(stats: dict, q: str) -> float:
+    value = stats.get(q)
+    return float(value) if value not in (None, "", "N/A") else float("nan")
 
 
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+def locust(url: str, users: int, seconds: float, pairs_file: Path, work: Path) -> dict:
+    """One headless Locust step: users spawned at once, run for `seconds`; the aggregated
+    row of its stats CSV and the failures split into 503-with-Retry-After and errors."""
+    prefix = work / f"u{users}"
+    subprocess.run(
+        [sys.executable, "-m", "locust", "-f", str(ROOT / "benchmarks" / "locustfile.py"),
+         "--headless", "-u", str(users), "-r", str(users), "-t", f"{int(seconds)}s",
+         "--host", url, "--csv", str(prefix), "--only-summary", "--stop-timeout", "60",
+         "--loglevel", "WARNING"],
+        env={**os.environ, "NMT_LOAD_PAIRS": str(pairs_file)}, check=False,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=seconds + 180)
+    with open(f"{prefix}_stats.csv", encoding="utf-8") as handle:
+        total = next(r for r in csv.DictReader(handle) if r["Name"] == "Aggregated")
+    busy = errors = 0
+    with open(f"{prefix}_failures.csv", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            count = int(row["Occurrences"])
+            busy, errors = ((busy + count, errors) if "Retry-After" in row["Error"]
+                            else (busy, errors + count))
+    requests = int(total["Request Count"])
+    return {"users": users, "requests": requests,
+            "requests_per_s": round(float(total["Requests/s"]), 2),
+            "p50_ms": percentile_ms(total, "50%"), "p95_ms": percentile_ms(total, "95%"),
+            "busy_503": busy, "errors": errors}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs=2, type=Path)
-    parser.add_argument("--requests", type=int, default=400)
-    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--users", type=int, nargs="+", default=[8, 16, 32])
+    parser.add_argument("--seconds", type=float, default=60.0, help="seconds per step")
+    parser.add_argument("--soak-minutes", type=float, default=0.0)
     parser.add_argument("--threads", type=int, default=1, help="the server's torch threads")
-    parser.add_argument("--max-seconds", type=float, default=600.0)
     parser.add_argument("--warmup", type=int, default=10,
                         help="requests sent one at a time before the memory is first read "
                              "(every kind twice: the allocator's first growth is not a leak)")
     parser.add_argument("--pairs", type=Path)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    if not 1 <= args.requests <= 10_000 or not 1 <= args.clients <= 64:
-        raise SystemExit("serve_load: --requests 1..10000 and --clients 1..64")
+    if not all(1 <= u <= 64 for u in args.users) or not 1 <= args.seconds <= 900 \
+            or not 0 <= args.soak_minutes <= 60:
+        raise SystemExit("serve_load: --users 1..64, --seconds 1..900, --soak-minutes 0..60")
     import httpx
 
     pairs = sentences(args)
+    work = Path(tempfile.mkdtemp(prefix="nmt-load-"))
+    pairs_file = work / "pairs.json"
+    pairs_file.write_text(json.dumps(pairs))
     args.runs = [r.resolve() for r in args.runs]  # the server starts in the checkout
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -103,6 +122,7 @@ def main() -> None:
         [sys.executable, "-m", "nmt", "serve", *map(str, args.runs), "--host", "127.0.0.1",
          "--port", str(port), "--threads", str(args.threads)],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True)
+    steps, soak = [], []
     try:
         start = time.monotonic()
         while True:
@@ -117,43 +137,27 @@ def main() -> None:
             if time.monotonic() - start > 120:
                 raise SystemExit("serve_load: the server did not start within 120 s")
             time.sleep(0.2)
-        startup = time.monotonic() - start
-        started = rss_mb(server.pid)
         with httpx.Client(base_url=url, timeout=60) as http:
             for k in range(args.warmup):
-                path, body = request(k, *pairs[k % len(pairs)])
-                http.post(path, json=body)
-        before = rss_mb(server.pid)
-        jobs = iter(range(args.requests))
-        lock = threading.Lock()
-        results: list[tuple[int, float, int]] = []  # kind, seconds, status (0: failed)
-        deadline = time.monotonic() + args.max_seconds
-
-        def client() -> None:
-            with httpx.Client(base_url=url, timeout=60) as http:
-                while time.monotonic() < deadline:
-                    with lock:
-                        k = next(jobs, None)
-                    if k is None:
-                        return
-                    source, target = pairs[k % len(pairs)]
-                    path, body = request(k, source, target)
-                    t0 = time.perf_counter()
-                    try:
-                        status = http.post(path, json=body).status_code
-                    except httpx.HTTPError:
-                        status = 0
-                    with lock:
-                        results.append((k % 5, time.perf_counter() - t0, status))
-
-        t0 = time.monotonic()
-        threads = [threading.Thread(target=client) for _ in range(args.clients)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.monotonic() - t0
-        after = rss_mb(server.pid)
+                source, target = pairs[k % len(pairs)]
+                http.post("/api/translate" if k % 5 < 2 else "/api/align",
+                          json={"source": source} if k % 5 != 3 else
+                          {"source": source, "target": target})
+        warm = rss_mb(server.pid)
+        for users in args.users:
+            steps.append({**locust(url, users, args.seconds, pairs_file, work),
+                          "rss_after_mb": round(rss_mb(server.pid), 1)})
+            print(json.dumps(steps[-1]), flush=True)
+        if args.soak_minutes:
+            soak_start = rss_mb(server.pid)
+            sampler = threading.Thread(target=lambda: soak_rss(server.pid, soak,
+                                                               args.soak_minutes * 60))
+            sampler.start()
+            steps.append({**locust(url, 8, args.soak_minutes * 60, pairs_file, work),
+                          "soak": True, "rss_soak_start_mb": round(soak_start, 1),
+                          "rss_after_mb": round(rss_mb(server.pid), 1)})
+            sampler.join()
+            print(json.dumps(steps[-1]), flush=True)
         healthy = httpx.get(f"{url}/healthz", timeout=5).status_code == 200
     finally:
         server.terminate()
@@ -164,30 +168,23 @@ def main() -> None:
         log.seek(0)
         failed = log.read().count("failed:")  # requests the server logged as failed (500)
         log.close()
-    ok = [s for _, s, st in results if st == 200]
-    report = {
-        "runs": [str(r) for r in args.runs], "requests": len(results), "clients": args.clients,
-        "server_threads": args.threads, "startup_s": round(startup, 2), "wall_s": round(wall, 2),
-        "requests_per_s": round(len(results) / wall, 2) if wall else None,
-        "p50_ms": round(1000 * percentile(ok, 50), 1), "p95_ms": round(1000 * percentile(ok, 95), 1),
-        "max_ms": round(1000 * max(ok), 1) if ok else None,
-        "errors": sum(1 for *_, st in results if st not in (200, 503)),
-        "busy_503": sum(1 for *_, st in results if st == 503),
-        "rss_started_mb": round(started, 1), "rss_before_mb": round(before, 1),
-        "rss_after_mb": round(after, 1), "rss_growth": round(after / before - 1, 4),
-        "healthy_after": healthy, "server_logged_failures": failed,
-        "p50_ms_by_kind": {name: round(1000 * percentile([s for k, s, st in results
-                                                           if k == i and st == 200], 50), 1)
-                           for i, name in enumerate(["translate greedy", "translate beam4 2-best",
-                                                     "align free views", "align forced",
-                                                     "align forced saliency"])},
-    }
+    report = {"runs": [str(r) for r in args.runs], "server_threads": args.threads,
+              "rss_warm_mb": round(warm, 1), "steps": steps, "soak_rss_mb": soak,
+              "healthy_after": healthy, "server_logged_failures": failed}
     print(json.dumps(report, indent=2))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2) + "\n")
-    if report["errors"] or len(results) < args.requests:
+    if any(step["errors"] for step in steps) or failed:
         sys.exit(1)
+
+
+def soak_rss(pid: int, samples: list, seconds: float) -> None:
+    """The server's RSS every 30 s for `seconds`: [seconds since start, MB]."""
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        samples.append([round(time.monotonic() - start), round(rss_mb(pid), 1)])
+        time.sleep(30)
 
 
 if __name__ == "__main__":
