@@ -343,3 +343,18 @@ def test_key_check_reads_configs_tests_and_docs(tmp_path):
     assert found == {"name", "model.family", "train.lr", "decode.beam", "model.heads",
                      "model.rnn_type", "train.seed", "data.pair", "runs_dir",
                      "local.window_start"}
+
+
+def test_gpu_check_says_in_one_line_when_there_is_no_gpu():
+    """scripts/gpu_check.py (make gpu-check) without CUDA: one line, exit 0."""
+    import subprocess
+    import sys
+
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: make gpu-check runs the real checks")
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stderr == ""
+    assert out.stdout.count("\n") == 1 and "no CUDA device" in out.stdout
