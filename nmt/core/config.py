@@ -179,7 +179,7 @@ class TrainConfig:
     #   checkpoints/step<N>.pt, for `nmt average` (0 = none)
     tensorboard: bool = False  # also log to runs/<name>/tensorboard (extra [tensorboard])
     compile: bool = False  # torch.compile the training pass (docs/benchmarks.md: when it pays)
-    precision: str = one_of("auto", "fp32", "bf16")  # training step's matrix products (auto: bf16 where the CPU/GPU has native bf16)
+    precision: str = one_of("auto", "fp32", "bf16")  # training step's matrix products (auto: the faster of the two, timed on this device; fp32 where bf16 is not native)
 
 
 @dataclass(frozen=True)
