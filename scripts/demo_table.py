@@ -2,8 +2,13 @@
 that says whether a fresh demo reproduces the committed table.
 
     python scripts/demo_table.py compare [--against README.md] [--runs runs/demo]
-        prints, per family, the committed BLEU and AER beside this demo's and exits 1
-        when any family differs by more than BLEU_GATE BLEU or AER_GATE AER;
+        prints, per family, the committed BLEU and AER beside this demo's and, on the
+        machine class the table names, exits 1 when any family differs by more than
+        BLEU_GATE BLEU or AER_GATE AER. The demo trains in fp32 with one thread per
+        run, so one class reproduces its table bit for bit; another class's kernels round
+        differently, the trajectories part, and step-budget runs end up to several BLEU
+        apart (docs/experiments/2026-12-03-precision.md): there the differences are
+        printed, not gated (--any-class gates them too);
     python scripts/demo_table.py write [--runs runs/demo]
         rewrites the table between the README's demo-table markers from the runs'
         metrics and scores, with the date and machine, and copies the grid figure.
@@ -15,6 +20,7 @@ README after `make demo` (.ci/run).
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import re
 import shutil
@@ -32,7 +38,8 @@ NA = "—"
 
 
 def machine() -> str:
-    """The CPU's model name and its bf16 class, as the README names machine classes."""
+    """The machine class: the CPU's model name and its bf16 kind, as the README names
+    classes (the CPU count is not part of it: each demo run has one thread)."""
     info = Path("/proc/cpuinfo")
     text = info.read_text() if info.is_file() else ""
     names = re.findall(r"^model name\s*:\s*(.+)$", text, re.M)
@@ -40,7 +47,11 @@ def machine() -> str:
     extra = ("AMX" if "amx_tile" in flags else "AVX512-BF16" if "avx512_bf16" in flags
              else "no native bf16")
     name = names[0] if names else platform.processor() or platform.machine()
-    return f"{name} ({extra}), {len(names) or '?'} CPUs"
+    return f"{name} ({extra})"
+
+
+def cpus() -> int:
+    return os.cpu_count() or 1
 
 
 def measure(runs: Path) -> dict[str, dict]:
@@ -81,7 +92,8 @@ def render(values: dict[str, dict], seconds: float | None = None) -> str:
             ] if fixed and "bahdanau" in values else []
     return "\n".join([
         BEGIN,
-        f"Measured with `make demo` on {time.strftime('%Y-%m-%d')} on {machine()}{took}, "
+        f"Measured with `make demo` on {time.strftime('%Y-%m-%d')} on {machine()}, {cpus()} "
+        f"CPUs{took}, "
         "two trainings at a time with one thread each. From `reports/demo/report.md` (test "
         "split, 500 sentences, beam 5; AER of 200 sentences against the generator's gold):",
         "",
@@ -95,12 +107,22 @@ def render(values: dict[str, dict], seconds: float | None = None) -> str:
     ])
 
 
-def committed(readme: Path) -> dict[str, dict[str, float | None]]:
-    """BLEU and AER per family from the table between the markers of `readme`."""
+def _table(readme: Path) -> str:
     text = readme.read_text(encoding="utf-8")
     if BEGIN not in text or END not in text:
         raise SystemExit(f"{readme}: no demo table between {BEGIN!r} and {END!r}")
-    table = text.split(BEGIN, 1)[1].split(END, 1)[0]
+    return text.split(BEGIN, 1)[1].split(END, 1)[0]
+
+
+def measured_on(readme: Path) -> str | None:
+    """The machine class the committed table names ("... on <class>, N CPUs")."""
+    found = re.search(r" on \d{4}-\d\d-\d\d on (.+?\)), \d+ CPUs", _table(readme))
+    return found.group(1) if found else None
+
+
+def committed(readme: Path) -> dict[str, dict[str, float | None]]:
+    """BLEU and AER per family from the table between the markers of `readme`."""
+    table = _table(readme)
     header, out = None, {}
     for line in table.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -143,13 +165,19 @@ def main() -> None:
                         help="the README whose table is the reference (compare)")
     parser.add_argument("--reports", type=Path, default=ROOT / "reports" / "demo")
     parser.add_argument("--seconds", type=float, help="the demo's wall time (write)")
+    parser.add_argument("--any-class", action="store_true",
+                        help="gate even on another machine class than the table's")
     args = parser.parse_args()
     values = measure(args.runs)
     if args.action == "compare":
         lines = compare(values, committed(args.against))
-        print(f"make demo against the committed table (gate: BLEU {BLEU_GATE}, AER {AER_GATE}):")
+        table_class, here = measured_on(args.against), machine()
+        gated = args.any_class or table_class == here
+        print(f"make demo against the committed table (gate: BLEU {BLEU_GATE}, AER {AER_GATE}; "
+              f"table: {table_class}; here: {here}"
+              + ("" if gated else "; another class: shown, not gated") + "):")
         print("\n".join(lines))
-        if any(line.startswith("over") for line in lines):
+        if gated and any(line.startswith("over") for line in lines):
             print("some families differ from the table by more than the gate")
             sys.exit(1)
         return

@@ -551,3 +551,24 @@ def build_tiny():
     torch.manual_seed(0)
     return build_model(ModelConfig(family="bahdanau", emb_size=16, hidden_size=16,
                                    dropout=0.1), 20, 20, True)
+
+
+@pytest.mark.parametrize("kind", ["local-p", "local-m"])
+def test_local_attention_places_its_window_in_fp32_under_bf16_autocast(kind):
+    """LocalWindow: p_t, the window and its Gaussian are float32 in a bf16 step, and equal
+    the fp32 computation (bf16 would resolve p_t near 40 only to a quarter of a word)."""
+    from nmt.models.attention import LocalWindow
+
+    torch.manual_seed(0)
+    local = LocalWindow(kind, 10, 32)
+    query = torch.randn(2, 5, 32)
+    step = torch.arange(5).expand(2, 5)
+    mask = torch.ones(2, 60, dtype=torch.bool)
+    plain_centre = local.centre(query, step, mask)
+    plain = local(query, step, mask)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        centre = local.centre(query, step, mask)
+        inside, log_gauss = local(query, step, mask)
+    assert centre.dtype == torch.float32 and log_gauss.dtype == torch.float32
+    assert torch.allclose(centre, plain_centre, atol=1e-5)
+    assert torch.equal(inside, plain[0]) and torch.allclose(log_gauss, plain[1], atol=1e-5)

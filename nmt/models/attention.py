@@ -166,11 +166,16 @@ class LocalWindow(nn.Module):
 
     def _position(self, query: Tensor, step: Tensor, mask: Tensor
                   ) -> tuple[Tensor, Tensor | None]:
-        """p_t (B, T) and, for local-p, its logit z (B, T)."""
-        length = mask.sum(-1, keepdim=True).to(query.dtype)  # S: (B, 1)
+        """p_t (B, T) and, for local-p, its logit z (B, T), in float32 whatever the
+        step's precision: bf16's 8-bit mantissa resolves a position near 40 to a quarter
+        of a word, and the window and its Gaussian are read off p_t
+        (docs/experiments/2026-12-03-precision.md)."""
+        length = mask.sum(-1, keepdim=True).float()  # S: (B, 1)
         if self.kind == "local-m":
-            return torch.minimum(step.to(query.dtype), length - 1), None
-        logit = self.v_p(torch.tanh(self.W_p(query))).squeeze(-1)  # z: (B, T)
+            return torch.minimum(step.float(), length - 1), None
+        with torch.autocast(query.device.type, enabled=False):
+            hidden = torch.tanh(self.W_p(query.float()))
+            logit = self.v_p(hidden).squeeze(-1)  # z: (B, T)
         return length * torch.sigmoid(logit), logit
 
     def centre(self, query: Tensor, step: Tensor, mask: Tensor) -> Tensor:
