@@ -156,3 +156,57 @@ def test_a_request_whose_client_has_gone_never_starts_its_decode(served, monkeyp
 
     anyio.run(main)
     assert statuses == {"stays": 200} and calls == [0]
+
+
+# ------------------------------------------------------------------------------ pinned limits
+# docs/serve.md promises these numbers; each test states the number itself, so a change
+# to the constant, the default or the comparison fails here.
+
+
+def test_the_documented_limits_are_the_servers(client):
+    from nmt.serve.app import MAX_BODY
+
+    assert (served_runs.MAX_WORDS, served_runs.MAX_CHARS, served_runs.MAX_PIECES,
+            served_runs.MAX_BEAM, MAX_BODY) == (100, 1000, 400, 16, 64 * 1024)
+    assert (Limits().max_concurrent, Limits().max_waiting, Limits().queue_timeout) == (2, 8, 10.0)
+    limits = client.get("/api/runs").json()["limits"]
+    assert limits == {"max_words": 100, "max_chars": 1000, "max_pieces": 400, "max_beam": 16,
+                      "max_concurrent": 2, "queue_timeout": 10.0}
+
+
+@pytest.mark.parametrize("field", ["source", "target"])
+def test_a_sentence_of_100_words_is_answered_and_101_are_413(client, field):
+    def ask(words: int):
+        text = " ".join(["a"] * words)
+        body = {"source": text} if field == "source" else {"source": "a", "target": text}
+        return client.post("/api/align", json={**body, "runs": [0]})
+
+    assert ask(100).status_code == 200
+    assert "100 words" in shaped(ask(101), 413, field)["detail"]
+
+
+def test_1000_characters_pass_the_character_limit_and_1001_do_not(client):
+    at = " ".join(["abcdefghi"] * 100)[:999] + "j"  # 100 words, 1,000 characters
+    assert len(at) == 1000 and len(at.split()) == 100
+    r = client.post("/api/translate", json={"source": at, "runs": [0]})
+    assert r.status_code == 200 or "characters" not in r.json()["detail"]  # pieces may stop it
+    r = client.post("/api/translate", json={"source": at + "k", "runs": [0]})
+    assert "1,000 characters" in shaped(r, 413, "source")["detail"]
+
+
+def test_beam_and_n_best_stop_at_16(client):
+    ok = client.post("/api/translate", json={"source": "a", "beam": 16, "n_best": 16,
+                                             "runs": [0]})
+    assert ok.status_code == 200 and len(ok.json()["runs"][0]["n_best"]) <= 16
+    shaped(client.post("/api/translate", json={"source": "a", "beam": 17}), 422, "beam")
+
+
+def test_a_body_of_64_kib_is_read_and_one_byte_more_is_413(client):
+    pad = 64 * 1024 - len(b'{"source": "a", "x": ""}')
+    at = b'{"source": "a", "x": "' + b" " * pad + b'"}'
+    assert len(at) == 64 * 1024
+    r = client.post("/api/translate", content=at, headers={"content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["field"] == "x"  # read: the unknown field named
+    over = at[:-2] + b' "}'
+    shaped(client.post("/api/translate", content=over,
+                       headers={"content-type": "application/json"}), 413, "body")
