@@ -117,7 +117,7 @@ TESTS = {
                         "tests/test_api.py::test_average_writes_the_element_wise_mean_of_the_"
                         "last_n"],
     "nmt/training/trainer.py": TRAINING,
-    "nmt/training/loss.py": ["tests/test_loss.py", "tests/test_promises_train.py"],
+    "nmt/training/loss.py": ["tests/test_loss.py", *TRAINING],  # loss_fn: the training pass
     "nmt/training/schedule.py": ["tests/test_schedule.py", TRAIN + "resume_reaches_the_same_parameters",
                         TRAIN + "every_family_learns_the_synthetic_corpus[transformer]"],
     "nmt/training/optim.py": ["tests/test_schedule.py", TRAIN + "the_optimiser_takes_the_models_"

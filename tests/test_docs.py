@@ -350,6 +350,7 @@ def test_gpu_check_says_in_one_line_when_there_is_no_gpu():
     import subprocess
     import sys
 
+    import pytest
     import torch
 
     if torch.cuda.is_available():

@@ -31,8 +31,8 @@ def test_evaluation_and_training_mutants_are_made_drawn_and_have_fast_tests():
         tests = m.tests_for(path)
         assert tests and all((REPO / f).is_file() for f in m.test_files(tests)), path
         assert m.area_of(path) in m.AREAS
-    train = {x.new for x in m.mutants_of("nmt/training/trainer.py")}
-    assert "real = batch.tgt_out == PAD" in train  # the padding mask inverted
+    loss = {x.new for x in m.mutants_of("nmt/training/loss.py")}
+    assert "real = batch.tgt_out == PAD" in loss  # loss_fn's padding mask inverted
     schedule = {x.new for x in m.mutants_of("nmt/training/schedule.py")}
     assert "factor = (warm / step)" in schedule  # inverse square root without the root
     options = dict(named=False, only=None, files=None, sample=0, seed=0, limit=0)

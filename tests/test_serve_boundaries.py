@@ -210,3 +210,15 @@ def test_a_body_of_64_kib_is_read_and_one_byte_more_is_413(client):
     over = at[:-2] + b' "}'
     shaped(client.post("/api/translate", content=over,
                        headers={"content-type": "application/json"}), 413, "body")
+
+
+def test_the_cli_allows_its_address_localhost_and_the_names_given():
+    from nmt.cli.serve import allowed_hosts
+    from nmt.core.errors import NMTError
+
+    assert allowed_hosts("127.0.0.1", ["nmt.example.org"]) == [
+        "127.0.0.1", "localhost", "127.0.0.1", "::1", "nmt.example.org"]
+    assert allowed_hosts("[::1]", [])[0] == "::1"
+    for bad in ("nmt.*.org", "*example.org"):
+        with pytest.raises(NMTError, match="--allow-host"):
+            allowed_hosts("127.0.0.1", [bad])

@@ -55,13 +55,7 @@ def serve(
     served = load_runs(list(runs), list(reverse or []))
     limits = Limits(max_concurrent=max_concurrent, max_waiting=max_waiting,
                     queue_timeout=queue_timeout, decode_delay=decode_delay)
-    for name in allow_host or []:  # Starlette's rule: '*' alone or at the front of '*.'
-        if "*" in name[1:] or (name.startswith("*") and name not in ("*",)
-                               and not name.startswith("*.")):
-            raise NMTError(f"--allow-host {name!r}: a wildcard is '*' or '*.domain'")
-    hosts = [host.strip("[]") or "0.0.0.0", "localhost", "127.0.0.1", "::1",
-             *(allow_host or [])]
-    application = create_app(served, limits, hosts)
+    application = create_app(served, limits, allowed_hosts(host, allow_host or []))
     if host in ALL_INTERFACES:
         typer.echo(f"nmt serve: warning: listening on every interface ({host or '0.0.0.0'}): "
                    "anyone who can reach this machine can use the models; there is no "
@@ -76,3 +70,13 @@ def serve(
                                           "propagate": False}
     uvicorn.run(application, host=host, port=port, log_level="info", log_config=log_config,
                 timeout_keep_alive=5, limit_concurrency=max_concurrent + max_waiting + 32)
+
+
+def allowed_hosts(host: str, extra: list[str]) -> list[str]:
+    """The Host names answered: the address, localhost and --allow-host's names, each
+    checked against Starlette's rule ('*' alone, or '*.' at the front)."""
+    for name in extra:
+        if "*" in name[1:] or (name.startswith("*") and name != "*"
+                               and not name.startswith("*.")):
+            raise NMTError(f"--allow-host {name!r}: a wildcard is '*' or '*.domain'")
+    return [host.strip("[]") or "0.0.0.0", "localhost", "127.0.0.1", "::1", *extra]
