@@ -4,12 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install test fuzz load gpu-check demo bench bench-bleu bench-align multi30k lint clean mutants lab docs
+.PHONY: install test fuzz load gpu-check demo bench bench-bleu bench-decode bench-align multi30k lint clean mutants lab docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,align,tensorboard,serve,load]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,align,tensorboard,serve,load,deploy]'
 	rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 install: $(STAMP)

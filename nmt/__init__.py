@@ -6,10 +6,11 @@
 __version__ = "0.1.0"
 
 
-def load(*runs, checkpoint: str = "best", device: str | None = None):
+def load(*runs, checkpoint: str = "best", device: str | None = None, engine: str = "pytorch",
+         quantize: str | None = None):
     """A trained run (or an ensemble of runs) as an `nmt.decoding.api.Model`; see `nmt.decoding.api.load`."""
     from nmt.decoding.api import (
         load as _load,  # start-up: `import nmt` (and `nmt --help`) stay light
     )
 
-    return _load(*runs, checkpoint=checkpoint, device=device)
+    return _load(*runs, checkpoint=checkpoint, device=device, engine=engine, quantize=quantize)

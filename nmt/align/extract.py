@@ -127,14 +127,17 @@ def default_shifted(model: Seq2Seq, method: str, shifted: bool | None) -> bool:
 
 def collect(model: Seq2Seq, vocab: Vocab, src_ids: list, tgt_ids: list,
             method: str = DEFAULT_METHOD, shifted: bool | None = None,
-            full_context: bool = False, **kwargs) -> list[AlignmentRecord]:
+            full_context: bool = False, weights: list | None = None,
+            **kwargs) -> list[AlignmentRecord]:
     """Forced matrices of every pair as records (subword and word level, hard links):
     `method` "attention" (the model's weights; `full_context`: without the decoder's
     causal mask, guided.full_context) or "saliency" (nmt.align.attribution);
-    `meta["method"]` records which."""
+    `meta["method"]` records which. `weights` (one (L, H, T+1, S) array per pair): maps a
+    decoding engine already returned (nmt.decoding.engines), read the same way."""
     if method not in METHODS:
         raise NMTError(f"unknown alignment method {method!r}; use one of {', '.join(METHODS)}")
-    weights = METHODS[method](model, src_ids, tgt_ids, full_context=full_context)
+    if weights is None:
+        weights = METHODS[method](model, src_ids, tgt_ids, full_context=full_context)
     shifted = default_shifted(model, method, shifted)
     kwargs["meta"] = {**kwargs.get("meta", {}), "method": method}
     return [make_record(i, vocab, list(s), list(t), w, shifted=shifted, **kwargs)

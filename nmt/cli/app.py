@@ -36,6 +36,27 @@ class Checkpoint(str, Enum):
     averaged = "averaged"
 
 
+class Engine(str, Enum):
+    """What decodes (nmt.decoding.engines): our PyTorch search, or CTranslate2."""
+
+    pytorch = "pytorch"
+    ctranslate2 = "ctranslate2"
+
+
+class Quantize(str, Enum):
+    float32 = "float32"
+    int8 = "int8"
+    int8_float32 = "int8_float32"
+
+
+EngineOpt = Annotated[Engine, typer.Option(
+    help="decoding engine: pytorch, or ctranslate2 for a Transformer (exported into the run "
+         "when missing or stale; docs/deploy.md)")]
+QuantizeOpt = Annotated[Quantize | None, typer.Option(
+    help="decode in int8: int8 (PyTorch: the recurrent families; CTranslate2: the "
+         "Transformer), int8_float32 (CTranslate2)")]
+
+
 @app.callback()
 def main_options(debug: Annotated[bool, typer.Option(help="show tracebacks")] = False) -> None:
     STATE["debug"] = debug

@@ -1,4 +1,4 @@
-"""`nmt data ...`, `nmt train`, `nmt translate`, `nmt evaluate`."""
+"""`nmt data ...`, `nmt train`, `nmt translate`, `nmt evaluate`, `nmt export`, `nmt average`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,19 @@ from typing import Annotated
 
 import typer
 
-from nmt.cli.app import Checkpoint, ConfigOpt, Method, RunOpt, SetOpt, app, data_app
+from nmt.cli.app import (
+    Checkpoint,
+    ConfigOpt,
+    Engine,
+    EngineOpt,
+    Method,
+    Quantize,
+    QuantizeOpt,
+    RunOpt,
+    SetOpt,
+    app,
+    data_app,
+)
 from nmt.core.errors import NMTError
 
 
@@ -153,6 +165,8 @@ def translate(
     temperature: Annotated[float, typer.Option(min=0.0, help="with --sampling: softmax temperature")] = 1.0,
     seed: Annotated[int, typer.Option(help="with --sampling: random seed")] = 0,
     checkpoint: CheckpointOpt = Checkpoint.best,
+    engine: EngineOpt = Engine.pytorch,
+    quantize: QuantizeOpt = None,
 ) -> None:
     """Translate sentences given as arguments, in a file (--input) or on stdin, streaming:
     each chunk of 1,000 lines is written (in input order) as soon as it is decoded."""
@@ -165,7 +179,8 @@ def translate(
     if beam is not None and n_best is not None and n_best > beam:
         raise NMTError(f"--n-best {n_best} is larger than --beam {beam}")
     plan = Sampling.parse(sampling, temperature, seed) if sampling else None
-    model = load(*run, checkpoint=checkpoint.value)
+    model = load(*run, checkpoint=checkpoint.value, engine=engine.value,
+                 quantize=quantize.value if quantize else None)
     n_best = n_best or (1 if plan else model.cfg.decode.n_best)
     typing = input_ is None and not sentences and sys.stdin.isatty()  # a line at a time
     with line_source(None if sentences else input_) as lines:
@@ -173,6 +188,31 @@ def translate(
                                         method.value if method else DEFAULT_METHOD, plan,
                                         chunk=1 if typing else CHUNK_LINES)
         write_translations(chunks, sys.stdout, n_best, fmt.value, alignments)
+
+
+class ExportFormat(str, Enum):
+    ctranslate2 = "ctranslate2"
+
+
+@app.command()
+def export(
+    run: RunOpt,
+    format_: Annotated[ExportFormat, typer.Option("--format", help="ctranslate2")
+                       ] = ExportFormat.ctranslate2,
+    quantize: Annotated[Quantize, typer.Option(help="weights stored as float32, int8 or "
+                                                    "int8_float32")] = Quantize.float32,
+    out: Annotated[Path | None, typer.Option(
+        help="folder (default: RUN/ctranslate2/CHECKPOINT, where --engine ctranslate2 looks)")
+                   ] = None,
+    checkpoint: CheckpointOpt = Checkpoint.best,
+) -> None:
+    """Export a Transformer run for CTranslate2 (a guided run with its alignment head);
+    decode it with --engine ctranslate2 (docs/deploy.md)."""
+    from nmt.decoding.export import export as export_run  # start-up: no torch for --help
+
+    path = export_run(run, checkpoint.value, quantize.value, out)
+    typer.echo(f"wrote {path} ({quantize.value}); decode it with "
+               f"nmt translate --run {run} --engine ctranslate2")
 
 
 @app.command()
@@ -195,18 +235,22 @@ def evaluate(
     beam: Annotated[int | None, typer.Option(min=1, help="beam size (default: config)")] = None,
     limit: Annotated[int, typer.Option(min=0, help="only the first N sentences (0 = all)")] = 0,
     checkpoint: CheckpointOpt = Checkpoint.best,
+    engine: EngineOpt = Engine.pytorch,
+    quantize: QuantizeOpt = None,
 ) -> None:
     """Decode a split, score it with sacreBLEU (BLEU, chrF) and dump its attention; with
-    several --run, the ensemble's scores are printed and nothing is written."""
+    several --run, or another engine than PyTorch in float32, the scores are printed and
+    nothing is written."""
     from nmt.api import load  # start-up: torch and the models load only for this verb
     from nmt.decoding.evaluate import evaluate_model
 
-    model = load(*run, checkpoint=checkpoint.value)
+    model = load(*run, checkpoint=checkpoint.value, engine=engine.value,
+                 quantize=quantize.value if quantize else None)
     split = split or model.cfg.data.test
     entry = evaluate_model(model, split, beam, limit, write=len(run) == 1)
     typer.echo(f"{split}: BLEU {entry['bleu']:.2f} chrF {entry['chrf']:.2f} "
                f"({entry['sentences']} sentences, beam {entry['beam']}, "
-               f"{entry['sentences_per_s']:.1f} sent/s)")
+               f"{entry['sentences_per_s']:.1f} sent/s, {entry['engine']})")
     typer.echo(entry["bleu_signature"])
     for row in entry["by_length"]:
         typer.echo(f"  source {row['bucket']:>6} words: BLEU {row['bleu']:6.2f} "

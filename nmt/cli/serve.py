@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from nmt.cli.app import app
+from nmt.cli.app import Engine, EngineOpt, QuantizeOpt, app
 from nmt.core.errors import NMTError
 
 ALL_INTERFACES = ("0.0.0.0", "::", "[::]", "")
@@ -26,6 +26,8 @@ def serve(
         help="the k-th RUN's other direction (once per RUN, in order): adds the reverse "
              "and symmetrised panels")] = None,
     threads: Annotated[int, typer.Option(min=0, help="torch threads (0: torch's default)")] = 0,
+    engine: EngineOpt = Engine.pytorch,
+    quantize: QuantizeOpt = None,
     allow_host: Annotated[list[str] | None, typer.Option(
         help="a Host name clients may use besides the address and localhost (repeat; "
              "'*.example.org' for subdomains, '*' for any)")] = None,
@@ -52,7 +54,9 @@ def serve(
 
     if threads:
         torch.set_num_threads(threads)
-    served = load_runs(list(runs), list(reverse or []))
+    served = load_runs(list(runs), list(reverse or []), engine.value,
+                       quantize.value if quantize else None,
+                       say=lambda line: typer.echo(line, err=True))
     limits = Limits(max_concurrent=max_concurrent, max_waiting=max_waiting,
                     queue_timeout=queue_timeout, decode_delay=decode_delay)
     application = create_app(served, limits, allowed_hosts(host, allow_host or []))

@@ -30,7 +30,7 @@ from nmt.core.tokens import PAD
 from nmt.data.batching import collate
 from nmt.data.links import Link
 from nmt.data.subwords import Vocab
-from nmt.decoding.translate import nbest_ids
+from nmt.decoding.engines import PyTorchEngine, make_engine
 from nmt.models.base import Seq2Seq
 from nmt.models.ensemble import Ensemble, check_same_vocab
 from nmt.models.runs import load_run
@@ -135,8 +135,21 @@ class Sampling:
 class Model:
     """A trained run (or an ensemble of runs, `load(a, b)`) loaded once, in eval mode."""
 
-    def __init__(self, path: Path, cfg: Config, vocab: Vocab, module: Seq2Seq):
-        self.path, self.cfg, self.vocab, self.module = Path(path), cfg, vocab, module
+    def __init__(self, path: Path, cfg: Config, vocab: Vocab, module: Seq2Seq,
+                 checkpoint: str = "best", engine=None):
+        self.path, self.cfg, self.vocab, self.checkpoint = Path(path), cfg, vocab, checkpoint
+        self.engine = engine or PyTorchEngine(module, cfg.model.family)
+        self.module = getattr(self.engine, "module", module)  # int8 on PyTorch: the same one
+
+    def on(self, engine: str = "pytorch", quantize: str | None = None,
+           device: str | None = None) -> Model:
+        """This run decoding on `engine` ("pytorch" or "ctranslate2") in `quantize`
+        (nmt.decoding.engines); the loaded weights are shared, not read again."""
+        if engine != "pytorch" and isinstance(self.module, Ensemble):
+            raise NMTError(f"engine {engine!r}: an ensemble decodes on PyTorch only")
+        return Model(self.path, self.cfg, self.vocab, self.module, self.checkpoint,
+                     make_engine(engine, self.module, self.path, self.checkpoint, self.cfg,
+                                 self.vocab, quantize, device))
 
     @property
     def name(self) -> str:
@@ -147,7 +160,8 @@ class Model:
         return self.cfg.model.family
 
     def __repr__(self) -> str:
-        return f"nmt.Model({str(self.path)!r}, family={self.family!r}, pair={self.cfg.data.pair!r})"
+        return (f"nmt.Model({str(self.path)!r}, family={self.family!r}, "
+                f"pair={self.cfg.data.pair!r}, engine={self.engine.name!r})")
 
     # ------------------------------------------------------------------ translation
 
@@ -175,11 +189,12 @@ class Model:
         lines = iter(_sentences(lines, "lines"))
         while block := _texts(islice(lines, chunk), "lines"):
             src_ids = self.vocab.encode_src(block)
-            nbest = nbest_ids(self.module, src_ids, self.cfg.decode, beam, n_best, sampling)
+            nbest, maps = self.engine.nbest(src_ids, self.cfg.decode, beam, n_best, sampling,
+                                            attention=alignments and method == DEFAULT_METHOD)
             hyps = [[Hypothesis(self.vocab.decode_tgt(ids), score, self.vocab.tgt_pieces(ids))
                      for ids, score in sentence] for sentence in nbest]
             if alignments:
-                self._add_links(src_ids, nbest, hyps, method)
+                self._add_links(src_ids, nbest, hyps, method, maps)
             yield [Translation(text, h) for text, h in zip(block, hyps)]
 
     def _beam(self, beam: int | None, n_best: int, sampling: Sampling | None) -> int:
@@ -195,12 +210,19 @@ class Model:
         return beam or max(self.cfg.decode.beam, n_best)
 
     def _add_links(self, src_ids: list, nbest: list, hyps: list[list[Hypothesis]],
-                   method: str) -> None:
+                   method: str, maps: list | None = None) -> None:
+        """Each hypothesis's word links: read from the engine's own attention where it
+        returned the run's reading (`maps`), else from a forced pass of the model."""
         flat = [(i, k) for i, sentence in enumerate(nbest) for k in range(len(sentence))]
         if not flat:
             return
-        records = self.align_ids([src_ids[i] for i, _ in flat],
-                                 [nbest[i][k][0] for i, k in flat], method, mode="free")
+        if maps is not None:
+            records = self.align_ids([src_ids[i] for i, _ in flat],
+                                     [nbest[i][k][0] for i, k in flat], method, mode="free",
+                                     weights=[maps[i][k] for i, k in flat])
+        else:
+            records = self.align_ids([src_ids[i] for i, _ in flat],
+                                     [nbest[i][k][0] for i, k in flat], method, mode="free")
         for (i, k), rec in zip(flat, records):
             h = hyps[i][k]
             h.links, h.word_matrix = rec.links, rec.word_weights
@@ -217,7 +239,7 @@ class Model:
         _count(beam, "beam", allow_none=True)
         src_ids = self.vocab.encode_src(sources)
         if targets is None:
-            tgt_ids = [h[0][0] for h in nbest_ids(self.module, src_ids, self.cfg.decode, beam)]
+            tgt_ids = [h[0][0] for h in self.engine.nbest(src_ids, self.cfg.decode, beam)[0]]
             return self.align_ids(src_ids, tgt_ids, method, mode="free")
         if len(targets) != len(sources):
             raise NMTError(f"align: {len(sources)} sources but {len(targets)} targets")
@@ -268,9 +290,13 @@ class Model:
         return out
 
 
-def load(*runs: str | Path, checkpoint: str = "best", device: str | None = None) -> Model:
+def load(*runs: str | Path, checkpoint: str = "best", device: str | None = None,
+         engine: str = "pytorch", quantize: str | None = None) -> Model:
     """A trained run, `checkpoint` "best", "last" or "averaged" (`nmt average`); several
-    runs of one vocabulary make an ensemble that averages their per-step log-probabilities."""
+    runs of one vocabulary make an ensemble that averages their per-step log-probabilities.
+    `engine` "ctranslate2" decodes an exported Transformer on CTranslate2 (exported here when
+    missing or stale); `quantize` int8 (or int8_float32 on CTranslate2) decodes in int8
+    (docs/deploy.md). Forced alignment and scoring run the PyTorch model."""
 
     if not runs:
         raise NMTError("nmt.load: give at least one run directory")
@@ -285,4 +311,5 @@ def load(*runs: str | Path, checkpoint: str = "best", device: str | None = None)
         module = Ensemble([m for _, _, m, _ in loaded])
     if device:
         module = module.to(device)
-    return Model(Path(runs[0]), cfg, vocab, module.eval())
+    model = Model(Path(runs[0]), cfg, vocab, module.eval(), checkpoint)
+    return model if (engine, quantize) == ("pytorch", None) else model.on(engine, quantize, device)

@@ -14,7 +14,7 @@ from nmt.core.progress import counting
 from nmt.core.rundir import RunDir
 from nmt.data.corpora import load_split
 from nmt.decoding.api import load
-from nmt.decoding.translate import translate_ids
+from nmt.decoding.engines import engine_label
 
 LENGTH_BUCKETS = ((1, 10), (10, 20), (20, 30), (30, 40), (40, 10_000))
 
@@ -54,8 +54,9 @@ def evaluate_run(run_path: Path, split: str, beam: int | None = None,
 def evaluate_model(model, split: str, beam: int | None = None, limit: int = 0,
                    align: bool = True, write: bool = True) -> dict:
     """Decode a split of the corpus of `model` (an `nmt.decoding.api.Model`: one run or an
-    ensemble), score it and, with `write`, save hyps/<split>.txt, the attention of the
-    split and the entry in the run's scores.json."""
+    ensemble, on its engine), score it and, with `write`, save hyps/<split>.txt, the
+    attention of the split and the entry in the run's scores.json. The entry names the
+    engine; only PyTorch in float32 writes: the run's own figures stay its own."""
 
     cfg, vocab, module = model.cfg, model.vocab, model.module
     run = RunDir(model.path)
@@ -66,12 +67,14 @@ def evaluate_model(model, split: str, beam: int | None = None, limit: int = 0,
     beam = beam or cfg.decode.beam
     tick = time.perf_counter()
     with counting(len(src_ids), f"decoding {split}"):  # a bar on a terminal
-        hyps = translate_ids(module, vocab, src_ids, cfg.decode, beam)
+        nbest, _ = model.engine.nbest(src_ids, cfg.decode, beam)
+        hyps = [vocab.decode_tgt(h[0][0]) for h in nbest]
     seconds = time.perf_counter() - tick
     entry = {**bleu_chrf(hyps, refs), "beam": beam, "sentences": len(hyps),
              "sentences_per_s": round(len(hyps) / max(seconds, 1e-9), 2),
+             "engine": engine_label(model.engine),
              "by_length": bleu_by_length(sources, hyps, refs)}
-    if not write:
+    if not write or entry["engine"] != "pytorch":
         return entry
     run.hyps.mkdir(parents=True, exist_ok=True)
     (run.hyps / f"{split}.txt").write_text("".join(h + "\n" for h in hyps), encoding="utf-8")

@@ -27,16 +27,24 @@ def load_config(path: Path | str) -> Config:
     return config_from_dict(migrate(read_yaml(run.config)), str(run.config))
 
 
-def load_run(path: Path | str, which: str = "best") -> tuple[Config, Vocab, Seq2Seq, dict]:
-    """Config, vocabulary and model (eval mode) of a trained run, plus the checkpoint."""
+def checkpoint_path(path: Path | str, which: str = "best") -> Path:
+    """The file of a run's `which` checkpoint: "best" falls back to "last" (a run that
+    never validated); "averaged" must have been written by `nmt average`."""
     run = RunDir(path)
-    cfg = load_config(run.path)
     ckpt_path = run.checkpoint(which)
     if which == "best" and not ckpt_path.is_file():
         ckpt_path = run.checkpoint("last")
     if which == "averaged" and not ckpt_path.is_file():
         raise NMTError(f"{ckpt_path}: no averaged checkpoint; write it with "
                        f"`nmt average --run {run.path} --last N`")
+    return ckpt_path
+
+
+def load_run(path: Path | str, which: str = "best") -> tuple[Config, Vocab, Seq2Seq, dict]:
+    """Config, vocabulary and model (eval mode) of a trained run, plus the checkpoint."""
+    run = RunDir(path)
+    cfg = load_config(run.path)
+    ckpt_path = checkpoint_path(run.path, which)
     payload = load_checkpoint(ckpt_path)
     vocab = Vocab.from_dir(run.spm)
     check_vocab(payload, vocab, ckpt_path, f"{run.spm} has {vocab.src_size}/{vocab.tgt_size}; "

@@ -20,6 +20,7 @@ from nmt.align.records import AlignmentRecord
 from nmt.core.errors import NMTError
 from nmt.data.symmetrize import DEFAULT_AGREEMENT
 from nmt.decoding.api import Model, load
+from nmt.decoding.engines import engine_for
 from nmt.explore.payload import READINGS, PanelSpec, panel_spec, panel_views
 from nmt.explore.sources import RecordSet
 from nmt.report.align import run_names
@@ -55,10 +56,12 @@ class Served:
                 "reverse": self.reverse_name}
 
 
-def load_runs(paths: list[Path], reverse: list[Path] = ()) -> list[Served]:
+def load_runs(paths: list[Path], reverse: list[Path] = (), engine: str = "pytorch",
+              quantize: str | None = None, say=print) -> list[Served]:
     """Load every run once (and its --reverse: the k-th reverse is the k-th run's other
     direction, as in `nmt align`); names are the folders' names, or their paths when two
-    share a name."""
+    share a name. Each run decodes on `engine` in `quantize` where its family can, else
+    on the nearest that it can (nmt.decoding.engines.engine_for), said in one line."""
 
     if not paths:
         raise NMTError("nmt serve: give at least one run directory, e.g. nmt serve runs/bahdanau")
@@ -70,6 +73,12 @@ def load_runs(paths: list[Path], reverse: list[Path] = ()) -> list[Served]:
     served = []
     for k, path in enumerate(paths):
         model = load(path)
+        run_engine, run_quantize, why = engine_for(model.family, engine, quantize)
+        if why:
+            say(f"nmt serve: {path} decodes on {run_engine}"
+                f"{' in ' + run_quantize if run_quantize else ''}: {why}")
+        if (run_engine, run_quantize) != ("pytorch", None):
+            model = model.on(run_engine, run_quantize)
         rev = rev_name = None
         if reverse:
             rev, rev_name = load(reverse[k]), names[len(paths) + k]
