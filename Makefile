@@ -55,6 +55,18 @@ SEED ?= 1
 bench-bleu: $(STAMP)
 	$(BIN)/python benchmarks/time_to_bleu.py $(FAMILIES) --seed $(SEED) $(ARGS)
 
+# Decoding per engine (docs/deploy.md): PyTorch float32 and int8, CTranslate2 float32 and
+# int8 for the Transformer, on make bench-bleu's 20-minute runs of seed SEED (their test
+# split, 2 threads, batch 32), and a guided synthetic Transformer's links through the engine
+# (trained here first when missing: configs/demo/transformer.yaml with guided.weight 1).
+DECODE_FAMILIES ?= transformer bahdanau luong_general luong_local_p fixed_context
+GUIDED_RUN := runs/guided/transformer
+bench-decode: $(STAMP)
+	test -f $(GUIDED_RUN)/checkpoints/best.pt || $(BIN)/nmt train -c configs/demo/transformer.yaml \
+	  --set guided.weight=1 --set runs_dir=runs/guided --set name=transformer --no-evaluate
+	$(BIN)/python benchmarks/decode.py $(wildcard $(foreach f,$(DECODE_FAMILIES),runs/bench-bleu/$(f)_s$(SEED))) \
+	  --guided $(GUIDED_RUN) $(ARGS)
+
 # Word alignments: family x method x single/symmetrised x adapted, synthetic test set and
 # Hansards en-fr, with the diagonal and eflomal rows (reports/bench-align/alignment.md).
 # The Hansards gold is not in the checkout: give its folder (hansards.en-fr and

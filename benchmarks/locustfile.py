@@ -1,6 +1,7 @@
 """Locust users for `nmt serve` (benchmarks/serve_load.py starts the server and runs this
 headless, bounded, on loopback): each user sends the page's five kinds of request in
-turn over the sentence pairs in $NMT_LOAD_PAIRS (a JSON list of [source, target]).
+turn over the sentence pairs in $NMT_LOAD_PAIRS (a JSON list of [source, target]), or
+only its two kinds of translation when $NMT_LOAD_KINDS is "translate".
 
 A 503 that carries Retry-After is the server's documented answer when every decode slot
 is taken: it is counted apart ("busy" in the failures table), not as an error."""
@@ -23,6 +24,8 @@ KINDS = [  # (name, path, body builder)
     ("align forced saliency", "/api/align",
      lambda s, t: {"source": s, "target": t, "method": "saliency"}),
 ]
+if os.environ.get("NMT_LOAD_KINDS") == "translate":  # serve_load.py --kinds translate
+    KINDS = [kind for kind in KINDS if kind[1] == "/api/translate"]
 _next = itertools.count()
 
 

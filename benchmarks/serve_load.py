@@ -1,10 +1,11 @@
-"""Load on `nmt serve` with Locust: start the server on loopback over two runs, warm it
+"""Load on `nmt serve` with Locust: start the server on loopback over its runs, warm it
 up, then run benchmarks/locustfile.py headless for each number of users, one after the
 other, and report latency (p50/p95), requests/s, errors, 503s with Retry-After, and the
 server's memory (VmRSS of /proc/<pid>/status) after the warm-up and after each step.
 
     .venv/bin/python benchmarks/serve_load.py RUN_A RUN_B [--users 8 16 32]
         [--seconds 60] [--soak-minutes 0] [--threads 1] [--pairs FILE] [--out report.json]
+        [--engine pytorch|ctranslate2] [--quantize int8] [--kinds all|translate]
 
 --soak-minutes M then runs 8 users for M minutes, reading the server's RSS every 30 s.
 Sentences: `source ||| target` lines of --pairs, or the first run's corpus test split (as
@@ -66,7 +67,8 @@ def percentile_ms(stats: dict, q: str) -> float:
     return float(value) if value not in (None, "", "N/A") else float("nan")
 
 
-def locust(url: str, users: int, seconds: float, pairs_file: Path, work: Path) -> dict:
+def locust(url: str, users: int, seconds: float, pairs_file: Path, work: Path,
+           kinds: str = "all") -> dict:
     """One headless Locust step: users spawned at once, run for `seconds`; the aggregated
     row of its stats CSV and the failures split into 503-with-Retry-After and errors."""
     prefix = work / f"u{users}"
@@ -75,7 +77,8 @@ def locust(url: str, users: int, seconds: float, pairs_file: Path, work: Path) -
          "--headless", "-u", str(users), "-r", str(users), "-t", f"{int(seconds)}s",
          "--host", url, "--csv", str(prefix), "--only-summary", "--stop-timeout", "60",
          "--loglevel", "WARNING"],
-        env={**os.environ, "NMT_LOAD_PAIRS": str(pairs_file)}, check=False,
+        env={**os.environ, "NMT_LOAD_PAIRS": str(pairs_file), "NMT_LOAD_KINDS": kinds},
+        check=False,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=seconds + 180)
     with open(f"{prefix}_stats.csv", encoding="utf-8") as handle:
         total = next(r for r in csv.DictReader(handle) if r["Name"] == "Aggregated")
@@ -94,7 +97,11 @@ def locust(url: str, users: int, seconds: float, pairs_file: Path, work: Path) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs=2, type=Path)
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--engine", default="pytorch", choices=["pytorch", "ctranslate2"])
+    parser.add_argument("--quantize", choices=["int8", "int8_float32"])
+    parser.add_argument("--kinds", default="all", choices=["all", "translate"],
+                        help="every kind of request the page sends, or translations only")
     parser.add_argument("--users", type=int, nargs="+", default=[8, 16, 32])
     parser.add_argument("--seconds", type=float, default=60.0, help="seconds per step")
     parser.add_argument("--soak-minutes", type=float, default=0.0)
@@ -120,7 +127,8 @@ def main() -> None:
     log = tempfile.TemporaryFile("w+")  # the server's log (a pipe could fill and block it)
     server = subprocess.Popen(
         [sys.executable, "-m", "nmt", "serve", *map(str, args.runs), "--host", "127.0.0.1",
-         "--port", str(port), "--threads", str(args.threads)],
+         "--port", str(port), "--threads", str(args.threads), "--engine", args.engine,
+         *(["--quantize", args.quantize] if args.quantize else [])],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True)
     steps, soak = [], []
     try:
@@ -145,7 +153,7 @@ def main() -> None:
                           {"source": source, "target": target})
         warm = rss_mb(server.pid)
         for users in args.users:
-            steps.append({**locust(url, users, args.seconds, pairs_file, work),
+            steps.append({**locust(url, users, args.seconds, pairs_file, work, args.kinds),
                           "rss_after_mb": round(rss_mb(server.pid), 1)})
             print(json.dumps(steps[-1]), flush=True)
         if args.soak_minutes:
@@ -153,7 +161,7 @@ def main() -> None:
             sampler = threading.Thread(target=lambda: soak_rss(server.pid, soak,
                                                                args.soak_minutes * 60))
             sampler.start()
-            steps.append({**locust(url, 8, args.soak_minutes * 60, pairs_file, work),
+            steps.append({**locust(url, 8, args.soak_minutes * 60, pairs_file, work, args.kinds),
                           "soak": True, "rss_soak_start_mb": round(soak_start, 1),
                           "rss_after_mb": round(rss_mb(server.pid), 1)})
             sampler.join()
@@ -169,6 +177,7 @@ def main() -> None:
         failed = log.read().count("failed:")  # requests the server logged as failed (500)
         log.close()
     report = {"runs": [str(r) for r in args.runs], "server_threads": args.threads,
+              "engine": args.engine, "quantize": args.quantize, "kinds": args.kinds,
               "rss_warm_mb": round(warm, 1), "steps": steps, "soak_rss_mb": soak,
               "healthy_after": healthy, "server_logged_failures": failed}
     print(json.dumps(report, indent=2))
