@@ -23,3 +23,23 @@ def peak_rss_mib() -> float:
     ru_maxrss counts KiB on Linux and bytes on macOS)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+def release_free_memory() -> bool:
+    """Hand the allocator's free pages back to the system (glibc's malloc_trim(0)): a
+    process whose tensors change shape every step leaves freed blocks scattered through
+    its heaps, which RSS keeps counting until they are trimmed. False where there is no
+    glibc. Measured: docs/experiments/2026-12-03-precision.md ("The allocator")."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            import ctypes  # only here: the call is Linux/glibc's
+
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _LIBC = False
+    return bool(_LIBC) and bool(_LIBC.malloc_trim(0))
+
+
+_LIBC = None

@@ -21,7 +21,7 @@ from nmt.core.checkpoint import check_vocab, kept_checkpoints, load_checkpoint, 
 from nmt.core.config import Config, config_to_dict, save_config
 from nmt.core.errors import NMTError, one_line
 from nmt.core.locks import StopRequest, run_lock
-from nmt.core.memory import peak_rss_mib, rss_mib
+from nmt.core.memory import peak_rss_mib, release_free_memory, rss_mib
 from nmt.core.progress import TrainDisplay
 from nmt.core.rundir import RunDir
 from nmt.data.batching import iterate_batches, token_batches
@@ -345,6 +345,7 @@ class Trainer:
         elapsed = self.elapsed()
         lr = self.schedule.lr(p.step, self.used_budget())
         tok_s *= dist.world_size()  # every process's tokens: one figure for all three sinks
+        release_free_memory()  # freed blocks of past shapes, back to the system
         self.log({"kind": "train", "step": p.step, "epoch": p.epoch, "loss": loss, "lr": lr,
                   "tokens_per_s": tok_s, "elapsed": elapsed, "rss_mib": rss_mib(),
                   "peak_rss_mib": peak_rss_mib()})
@@ -356,6 +357,7 @@ class Trainer:
     def _validate_and_save(self) -> None:
         p = self.progress
         record = dist.broadcast(self.validate() if dist.is_main() else None)  # validate once
+        release_free_memory()  # decoding's shapes are not training's
         self.schedule.observe(record["bleu"])
         self.display.validated(record["bleu"], max(record["bleu"], p.best_bleu))
         improved = record["bleu"] > p.best_bleu
