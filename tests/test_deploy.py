@@ -17,6 +17,7 @@ from nmt.align.extract import forced_weights
 from nmt.core.checkpoint import load_checkpoint, save_checkpoint
 from nmt.core.errors import NMTError
 from nmt.core.rundir import RunDir
+from nmt.decoding import engines
 from nmt.decoding.engines import INT8_FAMILIES, engine_for
 from nmt.decoding.export import export, export_dir, stale
 from nmt.serve.runs import load_runs
@@ -204,8 +205,8 @@ def test_int8_on_pytorch_quantises_the_recurrent_families_at_load_only(runs, dat
     assert not any("quantized" in type(m).__module__ for m in plain.module.modules())
     assert len(model.translate(texts)) == len(texts)
     assert all(isinstance(p, torch.nn.Parameter) for p in plain.module.parameters())
-    with pytest.raises(NMTError, match="int8"):
-        nmt.load(runs["transformer"], quantize="int8")  # the Transformer: CTranslate2
+    with pytest.raises(NMTError, match="not measured in int8"):
+        engines.PyTorchEngine(plain.module, "a_new_family", "int8")
     with pytest.raises(NMTError, match="quantize"):
         nmt.load(runs["bahdanau"], quantize="int4")
 
@@ -215,4 +216,5 @@ def test_a_server_asked_for_int8_decodes_each_family_where_it_can():
     engine, quantize, why = engine_for("bahdanau", "ctranslate2", "int8")
     assert (engine, quantize) == ("pytorch", "int8" if "bahdanau" in INT8_FAMILIES else None)
     assert "Transformers only" in why
-    assert engine_for("transformer", "pytorch", "int8")[1] is None
+    assert engine_for("a_new_family", "pytorch", "int8")[1] is None
+    assert set(INT8_FAMILIES) == {"bahdanau", "luong", "fixed_context", "transformer"}

@@ -53,8 +53,8 @@ EngineOpt = Annotated[Engine, typer.Option(
     help="decoding engine: pytorch, or ctranslate2 for a Transformer (exported into the run "
          "when missing or stale; docs/deploy.md)")]
 QuantizeOpt = Annotated[Quantize | None, typer.Option(
-    help="decode in int8: int8 (PyTorch: the recurrent families; CTranslate2: the "
-         "Transformer), int8_float32 (CTranslate2)")]
+    help="decode in int8: int8 (PyTorch's dynamic int8, or CTranslate2's), int8_float32 "
+         "(CTranslate2)")]
 
 
 @app.callback()

@@ -43,7 +43,10 @@ def serve(
                             ] = 0.0,
 ) -> None:
     """A live attention playground: a page and a JSON API (/docs) over the runs given."""
+    from nmt.core.engine import import_before_torch  # start-up: no torch for --help
     from nmt.serve import require  # start-up: `nmt --help` imports no torch
+
+    import_before_torch(engine.value)
 
     require()
     import torch  # start-up: `nmt --help` imports no torch
@@ -52,10 +55,8 @@ def serve(
     from nmt.serve.app import Limits, create_app  # start-up: `nmt --help` imports no torch
     from nmt.serve.runs import load_runs  # start-up: `nmt --help` imports no torch
 
-    if threads:
-        torch.set_num_threads(threads)
-    served = load_runs(list(runs), list(reverse or []), engine.value,
-                       quantize.value if quantize else None,
+    torch.set_num_threads(threads or torch.get_num_threads())
+    served = load_runs(list(runs), list(reverse or []), engine.value, quantize and quantize.value,
                        say=lambda line: typer.echo(line, err=True))
     limits = Limits(max_concurrent=max_concurrent, max_waiting=max_waiting,
                     queue_timeout=queue_timeout, decode_delay=decode_delay)

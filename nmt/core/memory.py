@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import sys
@@ -33,8 +34,6 @@ def release_free_memory() -> bool:
     global _LIBC
     if _LIBC is None:
         try:
-            import ctypes  # only here: the call is Linux/glibc's
-
             _LIBC = ctypes.CDLL("libc.so.6")
             _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
         except (OSError, AttributeError):

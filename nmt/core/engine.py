@@ -1,0 +1,21 @@
+"""Import order for the CTranslate2 engine. Where torch's OpenMP threads have run before
+ctranslate2 is imported, CTranslate2 decoded at about half its speed on 2 threads (and
+faster on 1 than on 2); imported first, it kept its speed (docs/deploy.md, "Import
+order"). Entry points that will decode on CTranslate2 call this before torch loads."""
+
+from __future__ import annotations
+
+import sys
+
+
+def import_before_torch(engine: str) -> bool:
+    """Import ctranslate2 now when `engine` is "ctranslate2" and it is installed; True when
+    it is loaded ahead of torch (False: not asked, not installed, or torch came first)."""
+    if engine != "ctranslate2":
+        return False
+    first = "torch" not in sys.modules
+    try:
+        import ctranslate2  # noqa: F401  optional extra: [deploy], ahead of torch on purpose
+    except ImportError:
+        return False  # the engine says how to install it when it is built
+    return first
