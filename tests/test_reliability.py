@@ -53,8 +53,12 @@ def make_corpus(root: Path) -> Path:
 
 def write_config(path: Path, root: Path, runs: Path, name: str, family: str = "bahdanau",
                  **train) -> Path:
-    """A tiny YAML config (one thread, validation and checkpoint every 5 steps)."""
+    """A tiny YAML config (one thread, validation and checkpoint every 5 steps). The
+    precision NMT_TEST_PRECISION forces is written into it: the runs these tests start in
+    subprocesses do not see the suite's in-process override (tests/conftest.py)."""
     model = {"family": family, "emb_size": 32, "hidden_size": 32, "dropout": 0.1}
+    if os.environ.get("NMT_TEST_PRECISION"):
+        train = {"precision": os.environ["NMT_TEST_PRECISION"], **train}
     if family == "fixed_context":
         model["bidirectional"] = False
     raw = {
