@@ -18,6 +18,7 @@ from nmt.core.checkpoint import load_checkpoint, save_checkpoint
 from nmt.core.errors import NMTError
 from nmt.core.rundir import RunDir
 from nmt.decoding import engines
+from nmt.decoding.api import Sampling
 from nmt.decoding.engines import INT8_FAMILIES, engine_for
 from nmt.decoding.export import export, export_dir, stale
 from nmt.serve.runs import load_runs
@@ -60,8 +61,11 @@ def test_an_exported_transformer_decodes_and_scores_as_the_pytorch_one(runs, dat
     ours = nmt.load(runs["transformer"])
     theirs = nmt.load(runs["transformer"], engine="ctranslate2")
     assert theirs.engine.name == "ctranslate2" and "engine='ctranslate2'" in repr(theirs)
-    assert [t.text for t in theirs.translate(texts, beam=1)] == \
-        [t.text for t in ours.translate(texts, beam=1)]
+    greedy = [t.text for t in theirs.translate(texts, beam=1)]
+    assert greedy == [t.text for t in ours.translate(texts, beam=1)]
+    assert [t.text for t in theirs.translate(texts, sampling=Sampling(top_k=1, seed=3))] == greedy
+    drawn = theirs.translate(texts, sampling=Sampling(top_p=0.9, temperature=1.5, seed=3))
+    assert len(drawn) == len(texts) and all(len(t.hypotheses) == 1 for t in drawn)
     translator = ctranslate2.Translator(str(export_dir(runs["transformer"])))
     src = [ours.vocab.src_pieces(ids[:-1]) + ["</s>"] for ids in ours.vocab.encode_src(texts)]
     tgt = [ours.vocab.tgt_pieces(ids) for ids in ours.vocab.encode_tgt(refs)]
