@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from nmt.align.names import METHOD_NAMES
+from nmt.core.engine import ENGINES, QUANTIZE
 from nmt.data.symmetrize import SYMMETRIZATIONS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -36,17 +37,9 @@ class Checkpoint(str, Enum):
     averaged = "averaged"
 
 
-class Engine(str, Enum):
-    """What decodes (nmt.decoding.engines): our PyTorch search, or CTranslate2."""
-
-    pytorch = "pytorch"
-    ctranslate2 = "ctranslate2"
-
-
-class Quantize(str, Enum):
-    float32 = "float32"
-    int8 = "int8"
-    int8_float32 = "int8_float32"
+# Engines and int8 settings by name (nmt.core.engine), as the registries' choices above
+Engine = Enum("Engine", {name: name for name in ENGINES}, type=str)
+Quantize = Enum("Quantize", {name: name for name in QUANTIZE}, type=str)
 
 
 EngineOpt = Annotated[Engine, typer.Option(

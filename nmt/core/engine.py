@@ -1,4 +1,4 @@
-"""Import order for the CTranslate2 engine. Where torch's OpenMP threads have run before
+"""The decoding engines' names, and the import order for CTranslate2. Where torch's OpenMP threads have run before
 ctranslate2 is imported, CTranslate2 decoded at about half its speed on 2 threads (and
 faster on 1 than on 2); imported first, it kept its speed (docs/deploy.md, "Import
 order"). Entry points that will decode on CTranslate2 call this before torch loads."""
@@ -6,6 +6,11 @@ order"). Entry points that will decode on CTranslate2 call this before torch loa
 from __future__ import annotations
 
 import sys
+
+# The engines and the int8 settings, by name: the CLI's choices and nmt.decoding's checks.
+ENGINES = ("pytorch", "ctranslate2")
+QUANTIZE = ("float32", "int8_float32", "int8")  # what a CPU build of CTranslate2 runs
+EXPORTABLE = ("transformer",)  # the families CTranslate2 runs
 
 
 def import_before_torch(engine: str) -> bool:

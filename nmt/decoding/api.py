@@ -216,13 +216,9 @@ class Model:
         flat = [(i, k) for i, sentence in enumerate(nbest) for k in range(len(sentence))]
         if not flat:
             return
-        if maps is not None:
-            records = self.align_ids([src_ids[i] for i, _ in flat],
-                                     [nbest[i][k][0] for i, k in flat], method, mode="free",
-                                     weights=[maps[i][k] for i, k in flat])
-        else:
-            records = self.align_ids([src_ids[i] for i, _ in flat],
-                                     [nbest[i][k][0] for i, k in flat], method, mode="free")
+        records = self.align_ids([src_ids[i] for i, _ in flat],
+                                 [nbest[i][k][0] for i, k in flat], method, mode="free",
+                                 weights=None if maps is None else [maps[i][k] for i, k in flat])
         for (i, k), rec in zip(flat, records):
             h = hyps[i][k]
             h.links, h.word_matrix = rec.links, rec.word_weights

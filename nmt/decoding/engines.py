@@ -23,12 +23,11 @@ import torch
 from torch import nn
 
 from nmt.core.config import DecodeConfig
+from nmt.core.engine import ENGINES, EXPORTABLE, QUANTIZE
 from nmt.core.errors import NMTError
-from nmt.core.progress import tick
 from nmt.core.tokens import BOS, EOS, PAD
 from nmt.data.subwords import Vocab
 from nmt.decoding.export import (
-    QUANTIZE,
     ctranslate2_module,
     export,
     export_dir,
@@ -36,9 +35,8 @@ from nmt.decoding.export import (
     stale,
 )
 from nmt.decoding.search import length_penalty
-from nmt.decoding.translate import clip_source, nbest_ids
+from nmt.decoding.translate import by_length, clip_source, nbest_ids
 
-ENGINES = ("pytorch", "ctranslate2")
 # Families (model.family) whose int8 PyTorch decoding was at least 1.3x as fast at beam 5
 # and within 0.5 BLEU of float32 on their 20-minute Multi30k runs (every one measured:
 # docs/experiments/2026-12-03-deployment-decoding.md). A family not listed decodes in float32.
@@ -113,21 +111,13 @@ class CTranslate2Engine:
               sampling=None, attention: bool = False) -> tuple[list, list | None]:
         beam = beam or cfg.beam
         attention = attention and self.reads_links
-        out: list = [[([], 0.0)] for _ in src_ids]
-        maps: list = [[np.zeros((1, 1, 1, 1), np.float32)] for _ in src_ids]
-        todo = sorted((i for i, s in enumerate(src_ids) if len(s) > 1),
-                      key=lambda i: len(src_ids[i]))
-        tick(len(src_ids) - len(todo))
         if sampling is not None:
             self.ct2.set_random_seed(sampling.seed)
-        for start in range(0, len(todo), cfg.batch_size):
-            chunk = todo[start:start + cfg.batch_size]
-            sources = [clip_source(src_ids[i]) for i in chunk]
-            results = self._translate(sources, cfg, beam, n_best, sampling, attention)
-            for i, (hyps, found) in zip(chunk, results):
-                out[i], maps[i] = hyps, found
-            tick(len(chunk))
-        return out, (maps if attention else None)
+        results = by_length(src_ids, cfg.batch_size, lambda sources: self._translate(
+            sources, cfg, beam, n_best, sampling, attention),
+            empty=lambda: ([([], 0.0)], [np.zeros((1, 1, 1, 1), np.float32)]))
+        return [hyps for hyps, _ in results], ([maps for _, maps in results] if attention
+                                                else None)
 
     def forced_maps(self, src_ids: list, tgt_ids: list, batch_size: int = 32) -> list:
         """The alignment head's map (1, 1, T+1, S) of each pair with its target given (as
@@ -196,7 +186,7 @@ def engine_for(family: str, engine: str, quantize: str | None) -> tuple[str, str
     """What a family decodes on when a server asks every run for `engine` and `quantize`:
     the request where the family supports it, else the nearest that does (a recurrent run
     on PyTorch, in int8 where int8 is shipped for it), with why (empty when as asked)."""
-    if engine == "ctranslate2" and family != "transformer":
+    if engine == "ctranslate2" and family not in EXPORTABLE:
         int8 = quantize in ("int8", "int8_float32") and family in INT8_FAMILIES
         return "pytorch", "int8" if int8 else None, "CTranslate2 runs Transformers only"
     if engine == "pytorch" and quantize == "int8" and family not in INT8_FAMILIES:

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import torch
 
+from nmt.core.engine import EXPORTABLE, QUANTIZE
 from nmt.core.errors import NMTError
 from nmt.core.rundir import RunDir
 from nmt.core.tokens import BOS, EOS, UNK
 from nmt.models.runs import checkpoint_path, load_run
 from nmt.models.transformer import sinusoids
 
-QUANTIZE = ("float32", "int8_float32", "int8")  # what a CPU build of CTranslate2 runs
 INSTALL = "pip install 'nmt[deploy]' (CTranslate2 4.8.5)"
 POSITIONS = 2048  # rows of the exported sinusoid table: a 1,000-piece source, 1,510 steps
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which our layers use
@@ -48,7 +48,7 @@ def export_dir(run: Path, checkpoint: str = "best") -> Path:
 
 
 def refuse_family(run: Path, family: str) -> None:
-    if family != "transformer":
+    if family not in EXPORTABLE:
         raise NMTError(f"{run}: CTranslate2 runs Transformers only, and this run is "
                        f"{family}; decode it on PyTorch, in int8 with --quantize int8")
 

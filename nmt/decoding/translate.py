@@ -45,16 +45,23 @@ def nbest_ids(model: Seq2Seq, src_ids: list, cfg: DecodeConfig, beam: int | None
         generator = torch.Generator(device=next(model.parameters()).device)
         generator.manual_seed(sampling.seed)
     model.eval()
-    out: list[list[tuple[list[int], float]]] = [[([], 0.0)] for _ in src_ids]
+    device = next(model.parameters()).device
+    return by_length(src_ids, cfg.batch_size, lambda seqs: decode_batch(
+        model, pad(seqs).to(device), cfg, beam, n_best, sampling, generator),
+        empty=lambda: [([], 0.0)])
+
+
+def by_length(src_ids: list, batch_size: int, decode, empty) -> list:
+    """`decode(sources)` over length-sorted batches of `batch_size` sources (each cut by
+    `clip_source`), one result per source in input order; an empty source (EOS only) is
+    not decoded and gets `empty()`. Ticks a progress bar (nmt.core.progress)."""
+    out = [empty() if len(s) <= 1 else None for s in src_ids]
     todo = sorted((i for i, s in enumerate(src_ids) if len(s) > 1), key=lambda i: len(src_ids[i]))
-    tick(len(src_ids) - len(todo))  # sentences done, for a progress bar (nmt.core.progress)
-    for start in range(0, len(todo), cfg.batch_size):
-        chunk = todo[start:start + cfg.batch_size]
-        seqs = [clip_source(src_ids[i]) for i in chunk]
-        src = pad(seqs).to(next(model.parameters()).device)
-        for i, hyps in zip(chunk, decode_batch(model, src, cfg, beam, n_best, sampling,
-                                               generator)):
-            out[i] = hyps
+    tick(len(src_ids) - len(todo))  # sentences done
+    for start in range(0, len(todo), batch_size):
+        chunk = todo[start:start + batch_size]
+        for i, result in zip(chunk, decode([clip_source(src_ids[i]) for i in chunk])):
+            out[i] = result
         tick(len(chunk))
     return out
 
