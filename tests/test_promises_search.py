@@ -109,3 +109,22 @@ def test_sampling_never_draws_pad_or_bos_even_when_the_model_prefers_them():
     drawn = sample(model, src.repeat(4, 1), generator=torch.Generator().manual_seed(3))
     assert all(PAD not in ids and BOS not in ids for ids, _ in drawn)
     assert all(math.isfinite(score) for _, score in drawn)
+
+
+def test_by_length_hands_every_batch_over_before_awaiting_any_and_keeps_input_order():
+    """An engine whose workers decode side by side returns a callable per batch: every
+    batch is started before the first is awaited, and each result lands at its source."""
+    from nmt.decoding.translate import by_length
+
+    sources = [[5, 6, 7, EOS], [EOS], [5, EOS], [5, 6, EOS], [9, 9, 9, 9, EOS]]
+    started, awaited = [], []
+
+    def decode(batch):
+        started.append(len(awaited))
+        return lambda: awaited.append(1) or [len(s) for s in batch]
+
+    out = by_length(sources, 2, decode, empty=lambda: "empty")
+    assert started == [0, 0] and len(awaited) == 2
+    assert out == [4, "empty", 2, 3, 5]
+    assert by_length(sources, 2, lambda batch: [len(s) for s in batch], lambda: 0) == \
+        [4, 0, 2, 3, 5]

@@ -86,7 +86,8 @@ class CTranslate2Engine:
     name = "ctranslate2"
 
     def __init__(self, run: Path, checkpoint: str, cfg, vocab: Vocab,
-                 quantize: str | None = None, device: str | None = None):
+                 quantize: str | None = None, device: str | None = None,
+                 sampler: PyTorchEngine | None = None):
         ct2 = ctranslate2_module()
         refuse_family(run, cfg.model.family)
         if quantize not in (None, *QUANTIZE):
@@ -96,10 +97,16 @@ class CTranslate2Engine:
             print(f"{reason}: exporting it (nmt export --run {run})", file=sys.stderr)
             export(run, checkpoint)
         self.path, self.vocab, self.quantize = export_dir(run, checkpoint), vocab, quantize
+        on_gpu = bool(device and device.startswith("cuda"))
+        # On the CPU, N threads are N one-thread workers, each decoding its own batch:
+        # several threads on one batch were slower than one (docs/deploy.md, "Threads").
         self.translator = ct2.Translator(
-            str(self.path), device="cuda" if device and device.startswith("cuda") else "cpu",
-            compute_type=quantize or "default", intra_threads=torch.get_num_threads())
-        self.ct2 = ct2
+            str(self.path), device="cuda" if on_gpu else "cpu",
+            compute_type=quantize or "default", intra_threads=1,
+            inter_threads=1 if on_gpu else torch.get_num_threads())
+        # Sampling runs on PyTorch: CTranslate2 seeds each worker thread once, so its
+        # samples cannot be drawn again from a seed (CTranslate2 issue 1757).
+        self.sampler = sampler
         guided = cfg.guided
         # The engine returns one layer's first heads, read naively: a guided run's own
         # reading, unless it reads a decoder pass without the causal mask (full_context).
@@ -109,12 +116,15 @@ class CTranslate2Engine:
 
     def nbest(self, src_ids: list, cfg: DecodeConfig, beam: int | None = None, n_best: int = 1,
               sampling=None, attention: bool = False) -> tuple[list, list | None]:
+        if sampling is not None:
+            if self.sampler is None:
+                raise NMTError("sampling on CTranslate2 is not reproducible from a seed: "
+                               "decode with --engine pytorch")
+            return self.sampler.nbest(src_ids, cfg, beam, n_best, sampling, attention)
         beam = beam or cfg.beam
         attention = attention and self.reads_links
-        if sampling is not None:
-            self.ct2.set_random_seed(sampling.seed)
         results = by_length(src_ids, cfg.batch_size, lambda sources: self._translate(
-            sources, cfg, beam, n_best, sampling, attention),
+            sources, cfg, beam, n_best, attention),
             empty=lambda: ([([], 0.0)], [np.zeros((1, 1, 1, 1), np.float32)]))
         return [hyps for hyps, _ in results], ([maps for _, maps in results] if attention
                                                 else None)
@@ -123,39 +133,36 @@ class CTranslate2Engine:
         """The alignment head's map (1, 1, T+1, S) of each pair with its target given (as
         a target prefix): what nmt.align.extract.forced_weights gives on PyTorch, for this
         layer and its first heads. Source ids end in EOS; target ids do not."""
-        out = []
+        pending = []  # every batch is handed to the workers before the first is awaited
         for start in range(0, len(src_ids), batch_size):
             src = [clip_source(s) for s in src_ids[start:start + batch_size]]
             tgt = [list(t) for t in tgt_ids[start:start + batch_size]]
-            results = self.translator.translate_batch(
+            pending += zip(self.translator.translate_batch(
                 [self.vocab.src_pieces(s[:-1]) + [self.src_eos] for s in src],
                 target_prefix=[self.vocab.tgt_pieces(t) for t in tgt], beam_size=1,
                 max_decoding_length=max(len(t) for t in tgt) + 1, min_decoding_length=0,
-                max_input_length=0, return_attention=True, return_end_token=True)
-            out += [np.asarray(r.attention[0], np.float32)[None, None, :len(t) + 1]
-                    for r, t in zip(results, tgt)]
-        return out
+                max_input_length=0, return_attention=True, return_end_token=True,
+                asynchronous=True), tgt)
+        return [np.asarray(r.result().attention[0], np.float32)[None, None, :len(t) + 1]
+                for r, t in pending]
 
     def _translate(self, sources: list, cfg: DecodeConfig, beam: int, n_best: int,
-                   sampling, attention: bool) -> list:
+                   attention: bool):
+        """Hand one batch to the engine's workers; returns a callable that waits for its
+        results (nmt.decoding.translate.by_length)."""
         limits = [max(int(len(s) * cfg.max_len_ratio) + cfg.max_len_offset, 1)
                   for s in sources]  # nmt.decoding.search.max_lengths: EOS included
         options = dict(max_decoding_length=max(limits), min_decoding_length=0,
                        max_input_length=0, suppress_sequences=self.banned, return_scores=True,
                        return_attention=attention, return_end_token=True, length_penalty=0.0)
-        if sampling is not None:
-            options.update(beam_size=1, sampling_topk=sampling.top_k,
-                           sampling_topp=sampling.top_p,
-                           sampling_temperature=max(sampling.temperature, 1e-8))
-        else:
-            options.update(beam_size=beam, num_hypotheses=beam if beam > 1 else 1)
+        options.update(beam_size=beam, num_hypotheses=beam if beam > 1 else 1)
         tokens = [self.vocab.src_pieces(s[:-1]) + [self.src_eos] for s in sources]
-        results = self.translator.translate_batch(tokens, **options)
-        return [self._hypotheses(r, limit, cfg, beam, n_best, sampling, attention)
-                for r, limit in zip(results, limits)]
+        results = self.translator.translate_batch(tokens, asynchronous=True, **options)
+        return lambda: [self._hypotheses(r.result(), limit, cfg, beam, n_best, attention)
+                        for r, limit in zip(results, limits)]
 
     def _hypotheses(self, result, limit: int, cfg: DecodeConfig, beam: int, n_best: int,
-                    sampling, attention: bool) -> tuple[list, list]:
+                    attention: bool) -> tuple[list, list]:
         """The engine decodes a batch to its longest sentence's limit; a hypothesis past its
         own is cut to limit - 1 pieces, where our search makes the last step EOS (for
         greedy search exactly what it gives)."""
@@ -166,9 +173,9 @@ class CTranslate2Engine:
                 ids = ids[:-1]
             ids = ids[:limit - 1]
             score = float(result.scores[k])
-            if sampling is None and beam == 1:
+            if beam == 1:
                 score = 0.0  # greedy search reports no score, as on PyTorch
-            elif sampling is None:
+            else:
                 score /= length_penalty(len(ids) + 1, cfg.length_penalty)
             found = None
             if attention:
@@ -199,7 +206,8 @@ def make_engine(name: str, module: nn.Module, run: Path, checkpoint: str, cfg, v
     if name == "pytorch":
         return PyTorchEngine(module, cfg.model.family, quantize)
     if name == "ctranslate2":
-        return CTranslate2Engine(run, checkpoint, cfg, vocab, quantize, device)
+        return CTranslate2Engine(run, checkpoint, cfg, vocab, quantize, device,
+                                 sampler=PyTorchEngine(module, cfg.model.family))
     raise NMTError(f"engine {name!r}: use one of {', '.join(ENGINES)}")
 
 

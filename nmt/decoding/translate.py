@@ -54,15 +54,31 @@ def nbest_ids(model: Seq2Seq, src_ids: list, cfg: DecodeConfig, beam: int | None
 def by_length(src_ids: list, batch_size: int, decode, empty) -> list:
     """`decode(sources)` over length-sorted batches of `batch_size` sources (each cut by
     `clip_source`), one result per source in input order; an empty source (EOS only) is
-    not decoded and gets `empty()`. Ticks a progress bar (nmt.core.progress)."""
+    not decoded and gets `empty()`. Ticks a progress bar (nmt.core.progress).
+
+    `decode` returns the batch's results, or a callable that waits for them: an engine
+    whose workers decode batches side by side (CTranslate2's) is handed every batch
+    before the first is awaited."""
     out = [empty() if len(s) <= 1 else None for s in src_ids]
     todo = sorted((i for i, s in enumerate(src_ids) if len(s) > 1), key=lambda i: len(src_ids[i]))
     tick(len(src_ids) - len(todo))  # sentences done
+    pending = []
     for start in range(0, len(todo), batch_size):
         chunk = todo[start:start + batch_size]
-        for i, result in zip(chunk, decode([clip_source(src_ids[i]) for i in chunk])):
-            out[i] = result
-        tick(len(chunk))
+        results = decode([clip_source(src_ids[i]) for i in chunk])
+        if callable(results):
+            pending.append((chunk, results))
+            continue
+        out = _store(out, chunk, results)
+    for chunk, wait in pending:
+        out = _store(out, chunk, wait())
+    return out
+
+
+def _store(out: list, chunk: list, results: list) -> list:
+    for i, result in zip(chunk, results, strict=True):
+        out[i] = result
+    tick(len(chunk))
     return out
 
 
