@@ -40,9 +40,6 @@ def rows_for(family: str) -> list[tuple[str, str | None]]:
 
 def measure(run: str, engine: str, quantize: str | None, threads: int, batch: int) -> dict:
     """One engine on one run, in this process (the caller starts a fresh one per row)."""
-    from nmt.core.engine import import_before_torch
-
-    import_before_torch(engine)  # as nmt translate does
     import torch
 
     torch.set_num_threads(threads)
@@ -86,9 +83,6 @@ def measure(run: str, engine: str, quantize: str | None, threads: int, batch: in
 
 def guided(run: str, threads: int, limit: int) -> dict:
     """The guided run's links on both engines: free mode (agreement) and forced (AER)."""
-    from nmt.core.engine import import_before_torch
-
-    import_before_torch("ctranslate2")
     import torch
 
     torch.set_num_threads(threads)

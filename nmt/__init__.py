@@ -9,9 +9,6 @@ __version__ = "0.1.0"
 def load(*runs, checkpoint: str = "best", device: str | None = None, engine: str = "pytorch",
          quantize: str | None = None):
     """A trained run (or an ensemble of runs) as an `nmt.decoding.api.Model`; see `nmt.decoding.api.load`."""
-    from nmt.core.engine import import_before_torch  # start-up: `import nmt` stays light
-
-    import_before_torch(engine)
     from nmt.decoding.api import (
         load as _load,  # start-up: `import nmt` (and `nmt --help`) stay light
     )

@@ -170,9 +170,6 @@ def translate(
 ) -> None:
     """Translate sentences given as arguments, in a file (--input) or on stdin, streaming:
     each chunk of 1,000 lines is written (in input order) as soon as it is decoded."""
-    from nmt.core.engine import import_before_torch  # start-up: no torch for --help
-
-    import_before_torch(engine.value)
     from nmt.align.extract import DEFAULT_METHOD  # start-up: `nmt --help` imports no torch
     from nmt.api import load  # start-up: torch and the models load only for this verb
     from nmt.cli.output import write_translations
@@ -244,9 +241,6 @@ def evaluate(
     """Decode a split, score it with sacreBLEU (BLEU, chrF) and dump its attention; with
     several --run, or another engine than PyTorch in float32, the scores are printed and
     nothing is written."""
-    from nmt.core.engine import import_before_torch  # start-up: no torch for --help
-
-    import_before_torch(engine.value)
     from nmt.api import load  # start-up: torch and the models load only for this verb
     from nmt.decoding.evaluate import evaluate_model
 

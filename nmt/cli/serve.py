@@ -43,10 +43,7 @@ def serve(
                             ] = 0.0,
 ) -> None:
     """A live attention playground: a page and a JSON API (/docs) over the runs given."""
-    from nmt.core.engine import import_before_torch  # start-up: no torch for --help
     from nmt.serve import require  # start-up: `nmt --help` imports no torch
-
-    import_before_torch(engine.value)
 
     require()
     import torch  # start-up: `nmt --help` imports no torch
