@@ -56,7 +56,13 @@ def train_pair(config: Path, seed: int, steps: int, runs_dir: Path, logs: Path) 
 
 
 def aer(run: Path, out: Path) -> float | None:
-    """AER of 200 test sentences against the corpus's gold; None where it has none."""
+    """AER of 200 test sentences against the corpus's gold; None for a family without
+    attention (fixed_context) or a corpus without gold."""
+    from nmt.models import MODELS
+    from nmt.models.checks import load_config
+
+    if not MODELS[load_config(run / "config.yaml").model.family].has_attention:
+        return None
     done = subprocess.run([*NMT, "align", "--run", str(run), "--split", "test", "--limit", "200",
                            "--out", str(out)], capture_output=True, text=True)
     if done.returncode:
@@ -76,7 +82,7 @@ def main() -> None:
     folder = args.configs[0].parent.name
     runs_dir = ROOT / "runs" / "precision" / folder
     out = ROOT / "reports" / "precision"
-    logs = out / "logs"
+    logs = out / "logs" / folder
     logs.mkdir(parents=True, exist_ok=True)
     rows = []
     for config in args.configs:
@@ -100,7 +106,8 @@ def main() -> None:
                                                             else ""), "",
              "| config | seed | fp32 | bf16 | bf16 − fp32 BLEU |", "|---|---|---|---|---|"]
     for r in rows:
-        cells = ["/".join(str(v) for v in r[p].values()) for p in PRECISIONS]
+        cells = [" / ".join("—" if v is None else str(v) for v in r[p].values())
+                 for p in PRECISIONS]
         lines.append(f"| {Path(r['config']).stem} | {r['seed']} | {cells[0]} | {cells[1]} | "
                      f"{r['bf16']['valid_bleu'] - r['fp32']['valid_bleu']:+.2f} |")
     text = "\n".join(lines) + "\n"
