@@ -85,9 +85,8 @@ class CTranslate2Engine:
 
     name = "ctranslate2"
 
-    def __init__(self, run: Path, checkpoint: str, cfg, vocab: Vocab,
-                 quantize: str | None = None, device: str | None = None,
-                 sampler: PyTorchEngine | None = None):
+    def __init__(self, run: Path, checkpoint: str, cfg, vocab: Vocab, sampler: PyTorchEngine,
+                 quantize: str | None = None, device: str | None = None):
         ct2 = ctranslate2_module()
         refuse_family(run, cfg.model.family)
         if quantize not in (None, *QUANTIZE):
@@ -117,9 +116,6 @@ class CTranslate2Engine:
     def nbest(self, src_ids: list, cfg: DecodeConfig, beam: int | None = None, n_best: int = 1,
               sampling=None, attention: bool = False) -> tuple[list, list | None]:
         if sampling is not None:
-            if self.sampler is None:
-                raise NMTError("sampling on CTranslate2 is not reproducible from a seed: "
-                               "decode with --engine pytorch")
             return self.sampler.nbest(src_ids, cfg, beam, n_best, sampling, attention)
         beam = beam or cfg.beam
         attention = attention and self.reads_links
@@ -206,8 +202,8 @@ def make_engine(name: str, module: nn.Module, run: Path, checkpoint: str, cfg, v
     if name == "pytorch":
         return PyTorchEngine(module, cfg.model.family, quantize)
     if name == "ctranslate2":
-        return CTranslate2Engine(run, checkpoint, cfg, vocab, quantize, device,
-                                 sampler=PyTorchEngine(module, cfg.model.family))
+        sampler = PyTorchEngine(module, cfg.model.family)  # sampling stays on PyTorch
+        return CTranslate2Engine(run, checkpoint, cfg, vocab, sampler, quantize, device)
     raise NMTError(f"engine {name!r}: use one of {', '.join(ENGINES)}")
 
 

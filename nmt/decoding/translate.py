@@ -69,17 +69,16 @@ def by_length(src_ids: list, batch_size: int, decode, empty) -> list:
         if callable(results):
             pending.append((chunk, results))
             continue
-        out = _store(out, chunk, results)
+        _store(out, chunk, results)
     for chunk, wait in pending:
-        out = _store(out, chunk, wait())
+        _store(out, chunk, wait())
     return out
 
 
-def _store(out: list, chunk: list, results: list) -> list:
+def _store(out: list, chunk: list, results: list) -> None:
     for i, result in zip(chunk, results, strict=True):
         out[i] = result
     tick(len(chunk))
-    return out
 
 
 def clip_source(ids: list[int]) -> list[int]:
