@@ -18,19 +18,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+from nmt.core.rundir import RunDir
+
 ROOT = Path(__file__).resolve().parents[1]
 NMT = [sys.executable, "-m", "nmt"]
 PRECISIONS = ("fp32", "bf16")
 
 
 def last_valid(run: Path) -> dict | None:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    valid = [r for r in rows if r.get("kind") == "valid"]
+    valid = [r for r in RunDir(run).read_metrics() if r.get("kind") == "valid"]
     return valid[-1] if valid else None
 
 
 def trained(run: Path, steps: int) -> bool:
-    return (run / "metrics.jsonl").exists() and (last_valid(run) or {}).get("step") == steps
+    return (last_valid(run) or {}).get("step") == steps
 
 
 def train_pair(config: Path, seed: int, steps: int, runs_dir: Path, logs: Path) -> list[Path]:
