@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import warnings
@@ -54,14 +55,16 @@ def save_checkpoint(path: Path, payload: dict) -> None:
                        "the previous checkpoint is intact") from None
 
 
-def load_checkpoint(path: Path) -> dict:
-    """Load with `weights_only=True`; anything that is not our checkpoint is one clear error."""
-    if not path.is_file():
+def load_checkpoint(path: Path, data: bytes | None = None) -> dict:
+    """Load with `weights_only=True`; anything that is not our checkpoint is one clear error.
+    `data`: the file's bytes, already read (a caller that hashes them loads what it hashed)."""
+    if data is None and not path.is_file():
         raise NMTError(f"{path}: checkpoint not found; train first or pass another --run")
     with warnings.catch_warnings(record=True) as caught:  # torch warns before refusing
         warnings.simplefilter("always")
         try:
-            payload = torch.load(path, map_location="cpu", weights_only=True)
+            payload = torch.load(path if data is None else io.BytesIO(data),
+                                 map_location="cpu", weights_only=True)
         except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, OSError,
                 ValueError) as exc:
             caught.clear()  # the user sees our one line only

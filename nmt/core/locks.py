@@ -4,14 +4,17 @@
 A flock belongs to the open file, so it disappears with the process that holds
 it: a crash or `kill -9` never leaves a stale lock behind. The lock files are
 never deleted (deleting them would let two processes lock two different files).
-Locks are re-entrant within one process: `nmt train` holds the run lock around
-training and the final evaluation, and `train()` may take it again inside.
+Locks are re-entrant within one thread: `nmt train` holds the run lock around
+training and the final evaluation, and `train()` may take it again inside. Another
+thread of the same process waits as another process would (a flock is per process, so
+a thread lock per path stands in front of it).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -23,7 +26,9 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: no locking
     fcntl = None
 
-_HELD: dict[str, list[int]] = {}  # resolved path -> [fd, depth] held by this process
+_GUARD = threading.Lock()  # guards _THREADS
+_THREADS: dict[str, threading.RLock] = {}  # resolved path -> the thread lock in front of it
+_HELD: dict[str, int] = {}  # resolved path -> depth, held by this process (one thread)
 
 
 @contextmanager
@@ -36,13 +41,31 @@ def file_lock(path: Path | str, busy: str | None = None) -> Iterator[None]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     key = str(path.resolve())
-    if key in _HELD:  # re-entrant
-        _HELD[key][1] += 1
-        try:
-            yield
-        finally:
-            _HELD[key][1] -= 1
-        return
+    with _GUARD:
+        thread_lock = _THREADS.setdefault(key, threading.RLock())
+    if not thread_lock.acquire(blocking=busy is None):  # another thread of ours holds it
+        raise NMTError(busy.format(pid=os.getpid()))
+    try:
+        if key in _HELD:  # re-entrant: this thread holds it already
+            _HELD[key] += 1
+            try:
+                yield
+            finally:
+                _HELD[key] -= 1
+            return
+        with _flock(path, busy):
+            _HELD[key] = 1
+            try:
+                yield
+            finally:
+                del _HELD[key]
+    finally:
+        thread_lock.release()
+
+
+@contextmanager
+def _flock(path: Path, busy: str | None) -> Iterator[None]:
+    """The flock itself, held by this process (file_lock stands the thread lock before it)."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         if fcntl is not None:
@@ -52,11 +75,7 @@ def file_lock(path: Path | str, busy: str | None = None) -> Iterator[None]:
                 raise NMTError(busy.format(pid=_holder(fd))) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        _HELD[key] = [fd, 1]
-        try:
-            yield
-        finally:
-            del _HELD[key]
+        yield
     finally:
         os.close(fd)  # closing the file releases the flock
 

@@ -17,8 +17,13 @@ runs/<name>/
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import uuid
 from pathlib import Path
+
+from nmt.core.errors import NMTError
+from nmt.core.locks import file_lock
 
 
 class RunDir:
@@ -43,12 +48,21 @@ class RunDir:
             shutil.copy2(model, self.spm / model.name)
 
     def read_scores(self) -> dict:
-        return json.loads(self.scores.read_text()) if self.scores.is_file() else {}
+        if not self.scores.is_file():
+            return {}
+        try:
+            return json.loads(self.scores.read_text())
+        except ValueError as exc:
+            raise NMTError(f"{self.scores}: unreadable ({exc}); delete it and run nmt evaluate "
+                           "again") from None
 
     def write_scores(self, split: str, entry: dict) -> None:
-        scores = self.read_scores()
-        scores[split] = entry
-        self.scores.write_text(json.dumps(scores, indent=2, ensure_ascii=False) + "\n")
+        """Set one split's entry: under a lock, so two `nmt evaluate` of one run keep both,
+        and by rename, so a failed write leaves the previous file."""
+        with file_lock(self.path / ".scores.lock"):
+            scores = self.read_scores()
+            scores[split] = entry
+            replace_text(self.scores, json.dumps(scores, indent=2, ensure_ascii=False) + "\n")
 
     def read_metrics(self) -> list[dict]:
         if not self.metrics.is_file():
@@ -56,3 +70,14 @@ class RunDir:
         return [json.loads(line) for line in self.metrics.read_text().splitlines() if line]
 
 
+def replace_text(path: Path, text: str) -> None:
+    """Write `text` to a new, uniquely named file beside `path`, then rename it over `path`:
+    readers see the old file or the new one, whole."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        with open(tmp, "x", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

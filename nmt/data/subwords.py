@@ -11,6 +11,8 @@ import hashlib
 import json
 import os
 import shutil
+import sys
+import zipfile
 from dataclasses import asdict
 from pathlib import Path
 
@@ -178,14 +180,24 @@ def encode_split(cfg: Config, vocab_dir: Path, split: str) -> tuple[list[np.ndar
         digest.update(_sha(directory / f"{split}.{lang}").encode())
     cache = vocab_dir / f"{split}.{digest.hexdigest()[:12]}.npz"
     if cache.is_file():
-        with np.load(cache) as data:
-            return _unflatten(data["src"], data["src_off"]), _unflatten(data["tgt"], data["tgt_off"])
+        try:
+            with np.load(cache) as data:
+                return (_unflatten(data["src"], data["src_off"]),
+                        _unflatten(data["tgt"], data["tgt_off"]))
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            print(f"{cache}: unreadable ({one_line(exc)}); encoding {split} again",
+                  file=sys.stderr)
     vocab = Vocab.from_dir(vocab_dir)
     src = [np.asarray(ids, dtype=np.int32) for ids in vocab.encode_src(src_lines)]
     tgt = [np.asarray(ids, dtype=np.int32) for ids in vocab.encode_tgt(tgt_lines)]
     tmp = cache.with_name(f"{cache.stem}.tmp{os.getpid()}.npz")  # private to this process
-    np.savez(tmp, src=_flat(src), src_off=_offsets(src), tgt=_flat(tgt), tgt_off=_offsets(tgt))
-    os.replace(tmp, cache)  # atomic: readers see the old state or the complete file
+    try:
+        np.savez(tmp, src=_flat(src), src_off=_offsets(src), tgt=_flat(tgt),
+                 tgt_off=_offsets(tgt))
+        os.replace(tmp, cache)  # atomic: readers see the old state or the complete file
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no part-written file behind
+        raise
     return src, tgt
 
 

@@ -8,30 +8,60 @@ layer norms at PyTorch's epsilon. A guided run exports its supervised layer and 
 engine's alignment layer and heads, so the attention the engine returns is the map our own
 reading links words from.
 
-An export lives in the run (`<run>/ctranslate2/<checkpoint>/`) beside `export.json`, which
-names the checkpoint's SHA-256: an export whose checkpoint has changed is stale.
+Where. `--engine ctranslate2` reads the run's float32 export, `<run>/ctranslate2/<checkpoint>/`,
+and CTranslate2 quantises it at load to the compute type asked for, which runs the weights
+an int8 export holds. `nmt export --quantize int8` without `--out` writes
+`<checkpoint>-int8/` beside it, so one quantisation never replaces another's folder.
+
+Current. `export.json` (the stamp) names the quantisation, the SHA-256 of the checkpoint's
+bytes (read once, hashed, and loaded from those same bytes, so training replacing the file
+meanwhile cannot make the stamp name other weights) and the size and SHA-256 of every file
+the export wrote. The export is stale when any of them differs: another checkpoint, another
+quantisation, a file cut short, changed or unreadable.
+
+Replaced. Only our own files, and never half: one lock (`.<folder>.lock` beside the folder,
+nmt.core.locks) is held around the stale check, the export and the engine's reading of the
+folder. An export is written into a new, uniquely named folder beside the target; the old
+export, if any, is renamed aside to another unique name, the new one renamed into place,
+and the aside copy's files deleted by the names its stamp lists. A folder that holds
+anything else (or is not an export at all) is refused before anything is written. A
+reader holding the lock sees the old export or the new one, complete. A crash never leaves
+a half-written folder at the target: at worst (between the two renames) the target is
+missing, which the engine treats as no export, and the old one waits whole in its hidden
+folder aside.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import sys
+import uuid
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import torch
 
 from nmt.core.engine import EXPORTABLE, QUANTIZE
 from nmt.core.errors import NMTError
+from nmt.core.locks import file_lock
 from nmt.core.rundir import RunDir
 from nmt.core.tokens import BOS, EOS, UNK
-from nmt.models.runs import checkpoint_path, load_run
+from nmt.models.runs import checkpoint_path, load_config, load_run
 from nmt.models.transformer import sinusoids
 
 INSTALL = "pip install 'nmt[deploy]' (CTranslate2 4.8.5)"
 POSITIONS = 2048  # rows of the exported sinusoid table: a 1,000-piece source, 1,510 steps
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which our layers use
 STAMP = "export.json"
+# What CTranslate2's ModelSpec.save writes: the files of an export whose stamp lists none
+# (an older nmt's, or a damaged stamp), which may be replaced along with it.
+CT2_FILES = frozenset({"model.bin", "config.json", "shared_vocabulary.json",
+                       "source_vocabulary.json", "target_vocabulary.json",
+                       "shared_vocabulary.txt", "source_vocabulary.txt",
+                       "target_vocabulary.txt"})
 
 
 def ctranslate2_module():
@@ -43,8 +73,11 @@ def ctranslate2_module():
     return ctranslate2
 
 
-def export_dir(run: Path, checkpoint: str = "best") -> Path:
-    return RunDir(run).path / "ctranslate2" / checkpoint
+def export_dir(run: Path, checkpoint: str = "best", quantize: str = "float32") -> Path:
+    """Where an export goes without --out: the float32 one (the engine's) is named after the
+    checkpoint, another quantisation after both."""
+    name = checkpoint if quantize == "float32" else f"{checkpoint}-{quantize}"
+    return RunDir(run).path / "ctranslate2" / name
 
 
 def refuse_family(run: Path, family: str) -> None:
@@ -53,7 +86,10 @@ def refuse_family(run: Path, family: str) -> None:
                        f"{family}; decode it on PyTorch, in int8 with --quantize int8")
 
 
-def sha256(path: Path) -> str:
+def sha256(path: Path | bytes) -> str:
+    """The SHA-256 of a file, or of bytes already read."""
+    if isinstance(path, bytes):
+        return hashlib.sha256(path).hexdigest()
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -61,46 +97,171 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def stale(run: Path, checkpoint: str = "best", out: Path | None = None) -> str | None:
-    """Why the export of `run`'s `checkpoint` cannot be used as it is (missing, or made from
-    other weights), or None when it is current."""
-    out = Path(out) if out else export_dir(run, checkpoint)
+def export_lock(out: Path) -> AbstractContextManager[None]:
+    """The lock of one export folder: `.<name>.lock` beside it (a lock inside would move
+    with the folder it guards)."""
+    out = Path(out).resolve()
+    return file_lock(out.parent / f".{out.name}.lock")
+
+
+def stale(run: Path, checkpoint: str = "best", out: Path | None = None,
+          quantize: str = "float32") -> str | None:
+    """Why the export of `run`'s `checkpoint` cannot be used as it is (missing, damaged, in
+    another quantisation or made from other weights), or None when it is current."""
+    out = Path(out) if out else export_dir(run, checkpoint, quantize)
     stamp = out / STAMP
     if not (out / "model.bin").is_file() or not stamp.is_file():
         return f"{out}: no CTranslate2 export"
+    made = _read_stamp(out)
+    if made is None:
+        return f"{stamp}: unreadable, or written by an older nmt"
+    if made["quantize"] != quantize:
+        return f"{out}: exported in {made['quantize']}, not {quantize}"
+    damaged = _damaged(out, made["files"])
+    if damaged:
+        return damaged
     try:
-        made_from = json.loads(stamp.read_text(encoding="utf-8"))["checkpoint_sha256"]
-    except (ValueError, KeyError, TypeError):
-        return f"{stamp}: unreadable"
-    if made_from != sha256(checkpoint_path(run, checkpoint)):
+        current = sha256(checkpoint_path(run, checkpoint))
+    except OSError:
+        return f"{out}: its {checkpoint} checkpoint cannot be read"
+    if made["checkpoint_sha256"] != current:
         return f"{out}: made from an older {checkpoint} checkpoint"
+    return None
+
+
+def _read_stamp(out: Path) -> dict | None:
+    """The stamp of the export in `out` (files as name -> (bytes, sha256)), or None when it
+    is missing, damaged or lists no files (an older nmt's)."""
+    try:
+        made = json.loads((out / STAMP).read_text(encoding="utf-8"))
+        return {"quantize": str(made["quantize"]),
+                "checkpoint_sha256": str(made["checkpoint_sha256"]),
+                "files": {str(name): (int(f["bytes"]), str(f["sha256"]))
+                          for name, f in made["files"].items()}}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _damaged(out: Path, files: dict) -> str | None:
+    """Why a file the export wrote is not as written (missing, cut short, changed,
+    unreadable), or None. Sizes first: a cut file is named without reading any."""
+    for name, (wrote, _) in files.items():
+        try:
+            size = (out / name).stat().st_size
+        except OSError:
+            return f"{out / name}: missing"
+        if size != wrote:
+            return f"{out / name}: damaged ({size:,} bytes, the export wrote {wrote:,})"
+    for name, (_, digest) in files.items():
+        try:
+            if sha256(out / name) != digest:
+                return f"{out / name}: damaged (its bytes changed since the export)"
+        except OSError as exc:
+            return f"{out / name}: unreadable ({exc.strerror or exc})"
     return None
 
 
 def export(run: Path | str, checkpoint: str = "best", quantize: str = "float32",
            out: Path | None = None) -> Path:
-    """Write the CTranslate2 model of a Transformer run; returns its folder."""
+    """Write the CTranslate2 model of a Transformer run; returns its folder. `out` must be
+    new, empty or an export (which is replaced); nothing else in it is ever deleted."""
     ct2 = ctranslate2_module()
     if quantize not in QUANTIZE:
         raise NMTError(f"--quantize {quantize!r}: use one of {', '.join(QUANTIZE)}")
     run = Path(run)
-    cfg, vocab, model, _ = load_run(run, checkpoint)
-    refuse_family(run, cfg.model.family)
-    spec = transformer_spec(ct2, cfg, vocab, model)
-    out = Path(out) if out else export_dir(run, checkpoint)
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    spec.validate()
-    spec.optimize(quantization=quantize)
-    spec.save(str(tmp))
-    stamp = {"run": str(run), "checkpoint": checkpoint, "quantize": quantize,
-             "checkpoint_sha256": sha256(checkpoint_path(run, checkpoint)),
-             "alignment": alignment_of(cfg), "ctranslate2": ct2.__version__}
-    (tmp / STAMP).write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    out = (Path(out) if out else export_dir(run, checkpoint, quantize)).resolve()
+    refuse_family(run, load_config(run).model.family)  # refusals come before any write
+    _own_files(out)
+    with export_lock(out):
+        path = checkpoint_path(run, checkpoint)
+        try:
+            data = path.read_bytes()  # hashed and loaded: the stamp names what is exported
+        except OSError as exc:
+            raise NMTError(f"{path}: cannot read the checkpoint ({exc.strerror or exc}); "
+                           "train first or pass another --run") from None
+        cfg, vocab, model, _ = load_run(run, checkpoint, data)
+        spec = transformer_spec(ct2, cfg, vocab, model)
+        spec.validate()
+        spec.optimize(quantization=quantize)
+        tmp = _unique(out, "partial")
+        tmp.mkdir(parents=True)
+        try:
+            spec.save(str(tmp))
+            files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256(p)}
+                     for p in sorted(tmp.iterdir())}
+            stamp = {"run": str(run), "checkpoint": checkpoint, "quantize": quantize,
+                     "checkpoint_sha256": sha256(data), "alignment": alignment_of(cfg),
+                     "ctranslate2": ct2.__version__, "files": files}
+            (tmp / STAMP).write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
+            _swap(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # our own folder, never renamed into place
+            raise
     return out
+
+
+def open_translator(run: Path, checkpoint: str = "best", **options):
+    """CTranslate2's Translator on the run's float32 export (`options`: the Translator's),
+    exported first when stale, saying why in one line. The export's lock is held until the
+    engine has read the folder, so no other process replaces it meanwhile."""
+    ct2 = ctranslate2_module()
+    out = export_dir(run, checkpoint)
+    with export_lock(out):
+        reason = stale(run, checkpoint)
+        if reason:
+            print(f"{reason}: exporting it (nmt export --run {run})", file=sys.stderr)
+            export(run, checkpoint)
+        return ct2.Translator(str(out), **options)
+
+
+def _unique(out: Path, kind: str) -> Path:
+    """A name beside `out` that no one else uses: hidden, and named after it."""
+    return out.with_name(f".{out.name}.{kind}-{uuid.uuid4().hex[:12]}")
+
+
+def _own_files(out: Path) -> set[str]:
+    """The names in `out` that an export wrote, after checking that `out` holds nothing
+    else: it must be missing, empty or an export."""
+    if not out.exists():
+        return set()
+    if not out.is_dir():
+        raise NMTError(f"{out}: not a folder; pass a new or empty folder to --out")
+    names = {p.name for p in out.iterdir()}
+    if names and STAMP not in names:
+        raise NMTError(f"{out}: not empty and not a CTranslate2 export (no {STAMP}); nmt "
+                       "export writes only into a new or empty folder, or over its own "
+                       "export: pass another --out")
+    made = _read_stamp(out) if names else None
+    own = ({STAMP, *made["files"]} if made else {STAMP, *CT2_FILES}) & names
+    foreign = sorted(names - own)
+    if foreign:
+        listed = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if foreign[3:] else "")
+        raise NMTError(f"{out}: holds files the export did not write ({listed}); move them "
+                       "out of it or pass another --out")
+    return own
+
+
+def _swap(tmp: Path, out: Path) -> None:
+    """Put the complete export `tmp` at `out`: the old export aside, the new one in place
+    (two renames), then the old one's own files deleted."""
+    if not out.exists():
+        os.rename(tmp, out)
+        return
+    own = _own_files(out)
+    aside = _unique(out, "old")
+    os.rename(out, aside)
+    try:
+        os.rename(tmp, out)
+    except BaseException:
+        os.rename(aside, out)
+        raise
+    for name in own:
+        (aside / name).unlink(missing_ok=True)
+    try:
+        aside.rmdir()
+    except OSError:  # something appeared in it meanwhile: not ours to delete
+        print(f"{out}: the previous export is kept in {aside} (it holds files the export "
+              "did not write)", file=sys.stderr)
 
 
 def alignment_of(cfg) -> dict | None:

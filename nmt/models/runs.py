@@ -40,12 +40,14 @@ def checkpoint_path(path: Path | str, which: str = "best") -> Path:
     return ckpt_path
 
 
-def load_run(path: Path | str, which: str = "best") -> tuple[Config, Vocab, Seq2Seq, dict]:
-    """Config, vocabulary and model (eval mode) of a trained run, plus the checkpoint."""
+def load_run(path: Path | str, which: str = "best",
+             data: bytes | None = None) -> tuple[Config, Vocab, Seq2Seq, dict]:
+    """Config, vocabulary and model (eval mode) of a trained run, plus the checkpoint
+    (loaded from `data`, its file's bytes, when the caller has read them)."""
     run = RunDir(path)
     cfg = load_config(run.path)
     ckpt_path = checkpoint_path(run.path, which)
-    payload = load_checkpoint(ckpt_path)
+    payload = load_checkpoint(ckpt_path, data)
     vocab = Vocab.from_dir(run.spm)
     check_vocab(payload, vocab, ckpt_path, f"{run.spm} has {vocab.src_size}/{vocab.tgt_size}; "
                 "they do not belong together")
