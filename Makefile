@@ -20,7 +20,7 @@ test: $(STAMP)
 # Longer fuzzing than make test's: Schemathesis over every endpoint of nmt serve (2,000
 # requests, valid and invalid) and the Hypothesis properties at 400 examples each.
 fuzz: $(STAMP)
-	$(BIN)/python -m pytest tests/test_fuzz.py -n 0 -s --hypothesis-profile=fuzz
+	$(BIN)/python -m pytest tests/test_fuzz.py tests/test_engine_agreement.py -n 0 -s --hypothesis-profile=fuzz
 
 # nmt serve under Locust over make demo's Bahdanau and Transformer runs: 8, 16 and 32 users,
 # 60 s each; ARGS="--soak-minutes 10" adds the soak (docs/serve.md).

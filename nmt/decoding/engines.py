@@ -5,8 +5,9 @@
 
 PyTorch runs our own search over the step contract (nmt.decoding.search), optionally with
 dynamic int8 `Linear` and recurrent cells. CTranslate2 runs an exported Transformer
-(nmt.decoding.export) with the same search settings: the same length limit, PAD and BOS
-never emitted, beam hypotheses ranked by the same GNMT length penalty. With `attention`,
+(nmt.decoding.export) with the same search settings: each sentence's own length limit,
+ending in EOS there, PAD and BOS never emitted, a sentence done once `beam` hypotheses
+are, ranked by the same GNMT length penalty (docs/deploy.md, "Decode"). With `attention`,
 CTranslate2 also returns, per hypothesis, its alignment head's map (T+1, S): rows are the
 steps that predict each target piece and EOS, columns the source pieces and EOS, which is
 the shape our own reading links words from (nmt.align.words).
@@ -14,7 +15,6 @@ the shape our own reading links words from (nmt.align.words).
 
 from __future__ import annotations
 
-import sys
 import warnings
 from pathlib import Path
 
@@ -29,12 +29,11 @@ from nmt.core.tokens import BOS, EOS, PAD
 from nmt.data.subwords import Vocab
 from nmt.decoding.export import (
     ctranslate2_module,
-    export,
     export_dir,
+    open_translator,
     refuse_family,
-    stale,
 )
-from nmt.decoding.search import length_penalty
+from nmt.decoding.search import length_penalty, max_length
 from nmt.decoding.translate import by_length, clip_source, nbest_ids
 
 # Families (model.family) whose int8 PyTorch decoding was at least 1.3x as fast at beam 5
@@ -87,21 +86,18 @@ class CTranslate2Engine:
 
     def __init__(self, run: Path, checkpoint: str, cfg, vocab: Vocab, sampler: PyTorchEngine,
                  quantize: str | None = None, device: str | None = None):
-        ct2 = ctranslate2_module()
+        ctranslate2_module()  # its install line comes first
         refuse_family(run, cfg.model.family)
         if quantize not in (None, *QUANTIZE):
             raise NMTError(f"--quantize {quantize!r}: use one of {', '.join(QUANTIZE)}")
-        reason = stale(run, checkpoint)
-        if reason:
-            print(f"{reason}: exporting it (nmt export --run {run})", file=sys.stderr)
-            export(run, checkpoint)
         self.path, self.vocab, self.quantize = export_dir(run, checkpoint), vocab, quantize
         on_gpu = bool(device and device.startswith("cuda"))
         # On the CPU, N threads are N one-thread workers, each decoding its own batch:
         # several threads on one batch were slower than one (docs/deploy.md, "Threads").
-        self.translator = ct2.Translator(
-            str(self.path), device="cuda" if on_gpu else "cpu",
-            compute_type=quantize or "default", intra_threads=1,
+        # The float32 export, made (again) when stale, quantised at load to what is asked.
+        self.translator = open_translator(
+            run, checkpoint, device="cuda" if on_gpu else "cpu",
+            compute_type=quantize or "float32", intra_threads=1,
             inter_threads=1 if on_gpu else torch.get_num_threads())
         # Sampling runs on PyTorch: CTranslate2 seeds each worker thread once, so its
         # samples cannot be drawn again from a seed (CTranslate2 issue 1757).
@@ -144,45 +140,95 @@ class CTranslate2Engine:
 
     def _translate(self, sources: list, cfg: DecodeConfig, beam: int, n_best: int,
                    attention: bool):
-        """Hand one batch to the engine's workers; returns a callable that waits for its
-        results (nmt.decoding.translate.by_length)."""
-        limits = [max(int(len(s) * cfg.max_len_ratio) + cfg.max_len_offset, 1)
-                  for s in sources]  # nmt.decoding.search.max_lengths: EOS included
-        options = dict(max_decoding_length=max(limits), min_decoding_length=0,
-                       max_input_length=0, suppress_sequences=self.banned, return_scores=True,
-                       return_attention=attention, return_end_token=True, length_penalty=0.0)
-        options.update(beam_size=beam, num_hypotheses=beam if beam > 1 else 1)
+        """Hand one batch to the engine's workers, one call per length limit, so that the
+        engine's own maximum is each sentence's limit; returns a callable that waits for
+        the results (nmt.decoding.translate.by_length)."""
         tokens = [self.vocab.src_pieces(s[:-1]) + [self.src_eos] for s in sources]
-        results = self.translator.translate_batch(tokens, asynchronous=True, **options)
-        return lambda: [self._hypotheses(r.result(), limit, cfg, beam, n_best, attention)
-                        for r, limit in zip(results, limits)]
+        limits = [max_length(len(s), cfg.max_len_ratio, cfg.max_len_offset) for s in sources]
+        # No early exit (a length penalty other than 0 turns it off): as in our search, a
+        # sentence ends once `beam` hypotheses have; shorter ones first (-1: the engine
+        # ranks by score * length), so its `beam` are the first that ended.
+        options = dict(beam_size=beam, num_hypotheses=beam, patience=1.0, length_penalty=-1.0,
+                       min_decoding_length=0, max_input_length=0,
+                       suppress_sequences=self.banned, return_scores=True,
+                       return_attention=attention, return_end_token=True)
+        calls = []
+        for limit in sorted(set(limits)):
+            rows = [i for i, n in enumerate(limits) if n == limit]
+            # limit - 1 free steps: at the limit our search may only emit EOS (added below)
+            pending = self.translator.translate_batch(
+                [tokens[i] for i in rows], max_decoding_length=limit - 1, asynchronous=True,
+                **options) if limit > 1 else [None] * len(rows)
+            calls.append((rows, pending))
 
-    def _hypotheses(self, result, limit: int, cfg: DecodeConfig, beam: int, n_best: int,
-                    attention: bool) -> tuple[list, list]:
-        """The engine decodes a batch to its longest sentence's limit; a hypothesis past its
-        own is cut to limit - 1 pieces, where our search makes the last step EOS (for
-        greedy search exactly what it gives)."""
-        hyps = []
+        def wait() -> list:
+            found = [None] * len(sources)
+            for rows, pending in calls:
+                for i, result in zip(rows, pending):
+                    found[i] = self._found(None if result is None else result.result(),
+                                           len(tokens[i]), attention)
+            if beam > 1 or attention:
+                self._end_with_eos(tokens, found, attention)
+            return [self._best(hyps, cfg, beam, n_best) for hyps in found]
+
+        return wait
+
+    def _found(self, result, source_len: int, attention: bool) -> list[list]:
+        """The engine's hypotheses of one sentence as [ids, log-probability, attention rows
+        (steps, S) or None, ended]; `ended` False: stopped at the length limit, or never
+        started (`result` None: a limit of one step), without the EOS our search ends it
+        with there."""
+        if result is None:
+            return [[[], 0.0, np.zeros((0, source_len), np.float32) if attention else None,
+                     False]]
+        out = []
         for k, pieces in enumerate(result.hypotheses):
             ids = [self.vocab.tgt.piece_to_id(p) for p in pieces]
-            if ids and ids[-1] == EOS:
-                ids = ids[:-1]
-            ids = ids[:limit - 1]
-            score = float(result.scores[k])
-            if beam == 1:
-                score = 0.0  # greedy search reports no score, as on PyTorch
-            else:
-                score /= length_penalty(len(ids) + 1, cfg.length_penalty)
-            found = None
-            if attention:
-                rows = np.asarray(result.attention[k], dtype=np.float32)[:len(ids) + 1]
-                if len(rows) < len(ids) + 1:  # stopped by the length limit: no EOS step
-                    rows = np.vstack([rows, np.zeros((1, rows.shape[1]), np.float32)])
-                found = rows[None, None]  # (1, 1, T+1, S)
-            hyps.append((ids, score, found))
-        hyps.sort(key=lambda h: -h[1])
-        best = hyps[:n_best]
-        return [(ids, score) for ids, score, _ in best], [found for _, _, found in best]
+            ended = bool(ids) and ids[-1] == EOS
+            score = float(result.scores[k]) / max(len(pieces), 1)  # undo its penalty (-1)
+            rows = np.asarray(result.attention[k], np.float32) if attention else None
+            out.append([ids[:-1] if ended else ids, score, rows, ended])
+        return out
+
+    def _end_with_eos(self, tokens: list, found: list, attention: bool) -> None:
+        """End each hypothesis stopped at its limit with EOS, as our search does: one step
+        of the engine after its pieces (given as a target prefix) gives the EOS's
+        log-probability, normalised as every step of the engine's search is (without PAD
+        and BOS), and that step's attention row."""
+        cut = [(i, hyp) for i, hyps in enumerate(found) for hyp in hyps if not hyp[3]]
+        for start in range(0, len(cut), 32):  # every step's logits come back (V each)
+            chunk = cut[start:start + 32]
+            prefixes = [self.vocab.tgt_pieces(hyp[0]) for _, hyp in chunk]
+            results = self.translator.translate_batch(
+                [tokens[i] for i, _ in chunk], target_prefix=prefixes, beam_size=1,
+                max_decoding_length=max(map(len, prefixes)) + 1, min_decoding_length=0,
+                max_input_length=0, suppress_sequences=self.banned, return_logits_vocab=True,
+                return_attention=attention, return_end_token=True)
+            for (_, hyp), result, prefix in zip(chunk, results, prefixes):
+                step = len(prefix)  # the step after the pieces
+                logits = torch.from_numpy(np.asarray(result.logits[0][step], np.float32))
+                hyp[1] += float(logits.log_softmax(-1)[EOS])
+                if attention:
+                    row = np.asarray(result.attention[0][step], np.float32)[None]
+                    hyp[2] = np.vstack([hyp[2], row])
+
+    @staticmethod
+    def _best(hyps: list, cfg: DecodeConfig, beam: int, n_best: int) -> tuple[list, list]:
+        """Our search's n-best of the engine's hypotheses: the first `beam` that ended
+        (shorter first, then the more likely), ranked by the GNMT penalty; greedy search
+        reports no score, as on PyTorch."""
+        if beam == 1:
+            return [(hyps[0][0], 0.0)], [_map(hyps[0][2])]
+        hyps = sorted(hyps, key=lambda h: (len(h[0]), -h[1]))[:beam]
+        for hyp in hyps:
+            hyp[1] /= length_penalty(len(hyp[0]) + 1, cfg.length_penalty)
+        best = sorted(hyps, key=lambda h: -h[1])[:n_best]
+        return [(ids, score) for ids, score, _, _ in best], [_map(rows) for *_, rows, _ in best]
+
+
+def _map(rows: np.ndarray | None) -> np.ndarray | None:
+    """Attention rows (T+1, S) as the (1, 1, T+1, S) map our reading takes."""
+    return None if rows is None else rows[None, None]
 
 
 def engine_for(family: str, engine: str, quantize: str | None) -> tuple[str, str | None, str]:

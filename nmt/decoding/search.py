@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from nmt.core.engine import MAX_STEPS
 from nmt.core.tokens import BOS, EOS, PAD
 from nmt.models.base import Seq2Seq
 
@@ -21,10 +22,20 @@ class Hypothesis:
     score: float  # length-normalised log-probability
 
 
+def max_length(source_len: int, ratio: float, offset: int) -> int:
+    """Output limit in steps (EOS included) of a source of `source_len` pieces (EOS
+    included): floor(ratio * source_len) + offset, at least 1 (a step that may only emit
+    EOS) and at most MAX_STEPS, whatever the ratio (docs/deploy.md, "Decode"). Both engines
+    take their limits from here, in Python floats."""
+    scaled = source_len * ratio
+    steps = int(scaled) + offset if scaled < MAX_STEPS else MAX_STEPS  # inf, nan: the cap
+    return min(max(steps, 1), MAX_STEPS)
+
+
 def max_lengths(src: Tensor, ratio: float, offset: int) -> Tensor:
-    """Per-sentence output limit in steps (EOS included): ratio * source length + offset,
-    at least 1 (a step that may only emit EOS), (B,)."""
-    return (((src != PAD).sum(1).float() * ratio).long() + offset).clamp(min=1)
+    """Per-sentence output limit in steps (EOS included), `max_length` of each row, (B,)."""
+    lengths = (src != PAD).sum(1).tolist()
+    return torch.tensor([max_length(n, ratio, offset) for n in lengths], device=src.device)
 
 
 def constrain(log_probs: Tensor, at_limit: Tensor) -> Tensor:
