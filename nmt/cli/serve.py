@@ -70,8 +70,11 @@ def serve(
     log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
     log_config["loggers"]["nmt.serve"] = {"handlers": ["default"], "level": "INFO",
                                           "propagate": False}
+    # No limit_concurrency: uvicorn's own 503 is plain text without Retry-After or
+    # X-Request-ID; the app's limits (Limits.max_requests and the decode slots) bind and
+    # answer JSON (docs/serve.md, "Limits and errors"). Idle connections close after 5 s.
     uvicorn.run(application, host=host, port=port, log_level="info", log_config=log_config,
-                timeout_keep_alive=5, limit_concurrency=max_concurrent + max_waiting + 32)
+                timeout_keep_alive=5, limit_concurrency=None)
 
 
 def allowed_hosts(host: str, extra: list[str]) -> list[str]:

@@ -39,10 +39,23 @@ CHUNK_LINES = 1000  # a stream is read, decoded and yielded this many lines at a
 
 
 
+BYTES = (bytes, bytearray, memoryview)  # iterating one gives ints, one per byte
+
+
+def _not_text(name: str, value) -> NMTError:
+    """The one line for a value that is not text; bytes are named with how to decode them."""
+    hint = "; decode it first, e.g. data.decode('utf-8')" if isinstance(value, BYTES) else ""
+    return NMTError(f"{name}: expected a string, got {type(value).__name__}{hint}")
+
+
 def _sentences(value, name: str) -> Iterable:
-    """`value` if it is an iterable of sentences; a bare string (iterating it would split
-    it into characters) or a non-iterable is a one-line NMTError naming the argument."""
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+    """`value` if it is an iterable of sentences; a bare string or bytes (iterating them
+    would split them into characters or byte values) or a non-iterable is a one-line
+    NMTError naming the argument."""
+    if isinstance(value, BYTES):
+        raise NMTError(f"{name}: expected a list of strings, got {type(value).__name__}; "
+                       "decode it and wrap it, e.g. [data.decode('utf-8')]")
+    if isinstance(value, str) or not isinstance(value, Iterable):
         raise NMTError(f"{name}: expected a list of strings, got {type(value).__name__}; "
                        f"wrap one sentence as [text]")
     return value
@@ -53,7 +66,7 @@ def _texts(value, name: str) -> list[str]:
     out = list(_sentences(value, name))
     for i, item in enumerate(out):
         if not isinstance(item, str):
-            raise NMTError(f"{name}[{i}]: expected a string, got {type(item).__name__}")
+            raise _not_text(f"{name}[{i}]", item)
     return out
 
 
@@ -139,16 +152,22 @@ class Model:
                  checkpoint: str = "best", engine=None):
         self.path, self.cfg, self.vocab, self.checkpoint = Path(path), cfg, vocab, checkpoint
         self.engine = engine or PyTorchEngine(module, cfg.model.family)
-        self.module = getattr(self.engine, "module", module)  # int8 on PyTorch: the same one
+        # `float_module`: the run as trained (float32), which every forced pass reads
+        # (alignment, attributions, which need gradients, score, parameter counts).
+        # `module`: what decodes; on PyTorch in int8, the engine's quantised copy, which has
+        # no backward pass and packs its weights outside `parameters()` (docs/api.md).
+        self.float_module = module
+        self.module = getattr(self.engine, "module", module)
 
     def on(self, engine: str = "pytorch", quantize: str | None = None,
            device: str | None = None) -> Model:
         """This run decoding on `engine` ("pytorch" or "ctranslate2") in `quantize`
         (nmt.decoding.engines); the loaded weights are shared, not read again."""
-        if engine != "pytorch" and isinstance(self.module, Ensemble):
+        module = self.float_module  # never an int8 copy quantised again
+        if engine != "pytorch" and isinstance(module, Ensemble):
             raise NMTError(f"engine {engine!r}: an ensemble decodes on PyTorch only")
-        return Model(self.path, self.cfg, self.vocab, self.module, self.checkpoint,
-                     make_engine(engine, self.module, self.path, self.checkpoint, self.cfg,
+        return Model(self.path, self.cfg, self.vocab, module, self.checkpoint,
+                     make_engine(engine, module, self.path, self.checkpoint, self.cfg,
                                  self.vocab, quantize, device))
 
     @property
@@ -252,13 +271,13 @@ class Model:
 
         if method == DEFAULT_METHOD:  # a guided run is read at its supervised heads
             kwargs = {**reading_of(self.cfg), **kwargs}
-        if method == DEFAULT_METHOD and not self.module.has_attention:
+        if method == DEFAULT_METHOD and not self.float_module.has_attention:
             raise NMTError(f"{self.path}: {self.family} has no attention to align with; use "
                            "method saliency (--method saliency)")
         meta = {"mode": mode, "run": str(self.path), "family": self.family,
                 **kwargs.pop("meta", {})}
-        return collect(self.module, self.vocab, src_ids, tgt_ids, method=method, meta=meta,
-                       **kwargs)
+        return collect(self.float_module, self.vocab, src_ids, tgt_ids, method=method,
+                       meta=meta, **kwargs)
 
     # ------------------------------------------------------------------ scoring
 
@@ -273,13 +292,13 @@ class Model:
             raise NMTError(f"score: {len(sources)} sources but {len(targets)} targets")
         src_ids = self.vocab.encode_src(sources)
         tgt_ids = self.vocab.encode_tgt(targets)
-        self.module.eval()
-        device = next(self.module.parameters()).device
+        module = self.float_module.eval()
+        device = next(module.parameters()).device
         out: list[float] = []
         for start in range(0, len(src_ids), batch_size):
             batch = collate(src_ids[start:start + batch_size],
                             tgt_ids[start:start + batch_size]).to(device)
-            logits, _, _ = self.module(batch.src, batch.tgt_in)
+            logits, _, _ = module(batch.src, batch.tgt_in)
             log_probs = torch.log_softmax(logits.float(), -1)
             picked = log_probs.gather(-1, batch.tgt_out.unsqueeze(-1)).squeeze(-1)
             out += (picked * (batch.tgt_out != PAD)).sum(1).tolist()

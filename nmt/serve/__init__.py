@@ -3,7 +3,9 @@
 runs    the runs, loaded once at start, and what a request asks of them (translate, align)
         as JSON-ready dicts; the input limits
 app     the FastAPI app: the JSON API (/api/..., documented at /docs), the page (/), the
-        decode slots (a bounded number at once, a bounded wait), errors without tracebacks
+        decode slots (a bounded number at once, a bounded wait)
+guard   its outermost middleware: request ids, the cap on requests in flight and on the
+        body, one JSON shape for every error, never a traceback
 page    the page: nmt explore's renderer (explorer.js, explorer.css) plus serve.js/serve.css
 
 FastAPI and uvicorn are optional: `pip install -e '.[serve]'`.

@@ -7,18 +7,18 @@
   the limit; a body over MAX_BODY bytes gives 413 before it is parsed.
 - Decodes: at most `max_concurrent` at once (each in a worker thread); a request beyond
   them waits up to `queue_timeout` seconds, and at most `max_waiting` requests wait; past
-  either, 503. Nothing queues without bound.
+  either, 503. Requests of every kind: at most `Limits.max_requests` in flight; past it,
+  503 from `Guard`. These are the limits that bind: uvicorn is given none of its own (its
+  503 is plain text, without Retry-After or X-Request-ID). Nothing queues without bound.
 - Errors: every response carries an X-Request-ID; an unexpected exception gives 500 with
   that id, and its traceback goes to the server's log (logger "nmt.serve") under the id.
 """
 
 from __future__ import annotations
 
-import json
-import logging
+import ipaddress
 import re
 import time
-import uuid
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -35,6 +35,15 @@ from starlette.requests import ClientDisconnect
 from nmt.core.errors import NMTError
 from nmt.data.symmetrize import SYMMETRIZATIONS
 from nmt.serve import runs as R
+from nmt.serve.guard import (
+    MAX_BODY,
+    ApiError,
+    Busy,
+    Guard,
+    InFlight,
+    error_body,
+    validation_body,
+)
 from nmt.serve.page import render_page
 from nmt.serve.runs import MAX_BEAM, MAX_CHARS, MAX_PIECES, MAX_WORDS, Served
 from nmt.serve.schemas import (
@@ -46,138 +55,25 @@ from nmt.serve.schemas import (
     TranslateResponse,
 )
 
-log = logging.getLogger("nmt.serve")
-MAX_BODY = 64 * 1024  # bytes of a request body
 SYMMETRIZE = SYMMETRIZATIONS
 
 
 @dataclass(frozen=True)
 class Limits:
-    """How many decodes run at once, how many requests may wait and for how long."""
+    """How many decodes run at once, how many requests may wait and for how long, and how
+    many requests of any kind may be in flight."""
 
     max_concurrent: int = 2
     max_waiting: int = 8
     queue_timeout: float = 10.0  # seconds a request waits for a decode slot
+    max_light: int = 32  # requests in flight besides the decodes and their queue (the page,
+    # /healthz, /api/runs, bodies being read, quick refusals)
     decode_delay: float = 0.0  # testing only: each decode holds its slot this much longer
 
-
-# ------------------------------------------------------------------------------ errors
-
-
-class ApiError(HTTPException):
-    """An error answered as JSON {"detail", "field", ...}: the request's fault (4xx) or a
-    full server (503)."""
-
-    def __init__(self, status: int, detail: str, field: str | None = None, **extra):
-        super().__init__(status_code=status, detail=detail)
-        self.field, self.extra = field, extra
-
-
-class Busy(ApiError):
-    def __init__(self, detail: str):
-        super().__init__(503, detail, retry_after=1)
-
-
-def error_body(exc: HTTPException) -> dict:
-    """Every error's shape: {"detail": str, "field": str | null, ...extra}."""
-    if isinstance(exc, ApiError):
-        return {"detail": exc.detail, "field": exc.field, **exc.extra}
-    return {"detail": str(exc.detail), "field": None}
-
-
-def validation_body(exc: RequestValidationError) -> dict:
-    """422 naming each field: `source: String should have at least 1 character`; the
-    request's values are not echoed back."""
-    errors = []
-    for e in exc.errors():
-        loc = [str(x) for x in e.get("loc", ()) if x != "body"]
-        if e.get("type") == "json_invalid":
-            field, message = "body", f"invalid JSON ({e.get('ctx', {}).get('error', 'decode error')})"
-        else:
-            field, message = ".".join(loc) or "body", e.get("msg", "invalid")
-        errors.append({"field": field, "message": message, "type": e.get("type")})
-    detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors) or "invalid request"
-    return {"detail": detail, "field": errors[0]["field"] if errors else "body", "errors": errors}
-
-
-class Guard:
-    """Outermost ASGI middleware: a request id per request (X-Request-ID), a cap on the
-    body's size, X-Frame-Options: DENY on every response, one JSON shape for every error
-    (a plain-text error from below, such as the Host check's, is rewritten as
-    {"detail", "field": null}), and a 500 with the id, never a traceback, when something
-    fails; the traceback is logged with the id."""
-
-    def __init__(self, app, max_body: int = MAX_BODY):
-        self.app, self.max_body = app, max_body
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        rid = uuid.uuid4().hex[:12]
-        scope.setdefault("state", {})["request_id"] = rid
-        started, received, plain, text = False, 0, None, b""
-
-        async def send_with_id(message):
-            nonlocal started, plain, text
-            if message["type"] == "http.response.start":
-                started = True
-                kind = dict(message.get("headers", [])).get(b"content-type", b"")
-                if message["status"] >= 400 and not kind.startswith(b"application/json"):
-                    plain = message  # rewritten as JSON once its text is in
-                    return
-                message = {**message, "headers": [*message.get("headers", []),
-                                                   (b"x-request-id", rid.encode()),
-                                                   (b"x-frame-options", b"DENY")]}
-            elif plain is not None and message["type"] == "http.response.body":
-                text += message.get("body", b"")
-                if not message.get("more_body"):
-                    start, plain = plain, None
-                    kept = [(k, v) for k, v in start.get("headers", [])  # Allow, say
-                            if k.lower() not in (b"content-type", b"content-length")]
-                    await self.respond(send_with_id, start["status"], {
-                        "detail": text.decode("utf-8", "replace").strip(), "field": None}, kept)
-                return
-            await send(message)
-
-        async def capped_receive():
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_body:
-                    raise too_large(self.max_body)
-            return message
-
-        headers = dict(scope.get("headers") or [])
-        length = headers.get(b"content-length", b"0")
-        if not length.isdigit() or int(length) > self.max_body:
-            exc = too_large(self.max_body) if length.isdigit() else ApiError(
-                400, "Content-Length is not a number", "body")
-            return await self.respond(send_with_id, exc.status_code, error_body(exc))
-        try:
-            await self.app(scope, capped_receive, send_with_id)
-        except ClientDisconnect:
-            log.info("request %s: the client went away", rid)
-        except Exception:
-            log.exception("request %s failed: %s %s", rid, scope.get("method"), scope.get("path"))
-            if not started:
-                await self.respond(send_with_id, 500, {
-                    "detail": "internal error; the server's log has the details under this "
-                              "request id", "field": None, "request_id": rid})
-
-    @staticmethod
-    async def respond(send, status: int, body: dict, headers: list | None = None) -> None:
-        data = json.dumps(body).encode()
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(data)).encode()),
-                                *(headers or [])]})
-        await send({"type": "http.response.body", "body": data})
-
-
-def too_large(limit: int) -> ApiError:
-    return ApiError(413, f"request body over {limit:,} bytes; the sentence limits are "
-                    f"{MAX_WORDS} words and {MAX_CHARS:,} characters", "body", limit=limit)
+    @property
+    def max_requests(self) -> int:
+        """Requests in flight at once, of every kind; the next one gets 503 (Guard)."""
+        return self.max_concurrent + self.max_waiting + self.max_light
 
 
 # ------------------------------------------------------------------------------ slots
@@ -295,6 +191,22 @@ def check_length(field: str, text: str, runs: list[Served]) -> None:
                            max_pieces=MAX_PIECES)
 
 
+def host_patterns(hosts: list[str]) -> list[str]:
+    """The Host names for Starlette's TrustedHostMiddleware. It compares the Host header's
+    host as sent, and an IPv6 address arrives in brackets (`Host: [::1]:8000`, RFC 3986's
+    IP-literal): each IPv6 address in `hosts` (bracketed or not) is listed bracketed, in
+    its canonical form (RFC 5952's, the one browsers send)."""
+    out = []
+    for name in hosts:
+        try:
+            address = ipaddress.IPv6Address(name.removeprefix("[").removesuffix("]"))
+        except ValueError:
+            out.append(name)
+        else:
+            out.append(f"[{address.compressed}]")
+    return out
+
+
 def create_app(served: list[Served], limits: Limits = Limits(),
                hosts: list[str] | None = None) -> FastAPI:
     """The app over runs loaded once (`nmt.serve.runs.load_runs`). `hosts`: the Host
@@ -307,8 +219,9 @@ def create_app(served: list[Served], limits: Limits = Limits(),
                               "given at start. Attention is not explanation: the matrices "
                               "show where each model looked, not why it translated as it did.")
     if hosts is not None:
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=hosts)
-    app.add_middleware(Guard)  # added last: outermost
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=host_patterns(hosts))
+    in_flight = InFlight(limits.max_requests)
+    app.add_middleware(Guard, in_flight=in_flight, max_body=MAX_BODY)  # last: outermost
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, exc: HTTPException):
@@ -324,12 +237,13 @@ def create_app(served: list[Served], limits: Limits = Limits(),
         return JSONResponse(validation_body(exc), status_code=422)
 
     runs, slots = RunSet(served), Slots(limits)
-    _info_routes(app, runs, slots, limits, render_page())
+    _info_routes(app, runs, slots, limits, render_page(), in_flight)
     _work_routes(app, runs, slots)
     return app
 
 
-def _info_routes(app: FastAPI, runs: RunSet, slots: Slots, limits: Limits, page: str) -> None:
+def _info_routes(app: FastAPI, runs: RunSet, slots: Slots, limits: Limits, page: str,
+                 in_flight: InFlight) -> None:
     """The page, /healthz and the runs served."""
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -339,10 +253,11 @@ def _info_routes(app: FastAPI, runs: RunSet, slots: Slots, limits: Limits, page:
             "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
             "frame-ancestors 'none'")})
 
-    @app.get("/healthz", summary="liveness: ok, and how busy the decode slots are")
+    @app.get("/healthz", summary="liveness: ok, how busy the decode slots are, and the "
+                                  "requests in flight (this one included)")
     async def healthz():
         return {"status": "ok", "runs": len(runs.served), "busy": slots.busy,
-                "waiting": slots.waiting}
+                "waiting": slots.waiting, "requests": in_flight.count}
 
     @app.get("/api/runs", response_model=RunsResponse, summary="the runs served")
     async def list_runs():

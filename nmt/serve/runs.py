@@ -44,13 +44,16 @@ class Served:
 
     @property
     def parameters(self) -> int:
-        return sum(p.numel() for p in self.model.module.parameters())
+        """The run's weights as trained: counted on the float32 module, since an int8 copy
+        packs its Linear and recurrent weights outside `parameters()`."""
+        return sum(p.numel() for p in self.model.float_module.parameters())
 
     def info(self) -> dict:
         cfg = self.model.cfg
         return {"index": self.index, "name": self.name, "family": cfg.model.family,
                 "pair": cfg.data.pair, "corpus": cfg.data.corpus,
-                "parameters": self.parameters, "attention": self.model.module.has_attention,
+                "parameters": self.parameters,
+                "attention": self.model.float_module.has_attention,
                 "beam": cfg.decode.beam, "decoder_layers": cfg.model.dec_layers,
                 "heads": cfg.model.heads if cfg.model.family == "transformer" else None,
                 "reverse": self.reverse_name}
@@ -114,7 +117,7 @@ def translate(run: Served, source: str, beam: int | None, n_best: int) -> dict:
     """The run's n-best translations of `source`, each with its word links: attention's,
     or saliency's for a family without attention (`links_method` says which)."""
     model = run.model
-    method = method_for(model.module)
+    method = method_for(model.float_module)
     [t] = model.translate([source], beam=beam, n_best=n_best, alignments=True, method=method)
     hyps = [{"text": h.text, "score": float(h.score), "links": pairs(h.links)}
             for h in t.hypotheses]
@@ -170,7 +173,7 @@ class Aligned:
 
 
 def no_attention(model: Model, method: str) -> str | None:
-    if method == DEFAULT_METHOD and not model.module.has_attention:
+    if method == DEFAULT_METHOD and not model.float_module.has_attention:
         return (f"{model.family} has no attention (the whole source is one vector); switch "
                 "the method to saliency")
     return None
