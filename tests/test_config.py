@@ -10,7 +10,7 @@ import yaml
 
 from nmt.core.config import Config, ModelConfig, save_config
 from nmt.core.errors import NMTError
-from nmt.data.corpora import CORPORA
+from nmt.data.sources import PRESETS
 from nmt.models import MODELS
 from nmt.models.attention import SCORERS
 from nmt.models.checks import choices, config_from_dict, load_config
@@ -263,7 +263,7 @@ def test_every_shipped_config_loads(path):
     assert cfg.name == path.stem
     assert cfg.run_dir.parent == Path(cfg.runs_dir)
     assert cfg.model.family in FAMILIES
-    assert cfg.data.corpus in {"synth", *CORPORA}
+    assert cfg.data.corpus in {"synth", *PRESETS}
 
 
 def test_choices_come_from_the_registries_and_the_fields():

@@ -1,4 +1,5 @@
-"""Tests for corpus import, normalisation and the manifest (nmt/data/corpora.py).
+"""Tests for reading and finding corpora (nmt/data/corpora.py), and the Multi30k preset's
+import through the pipeline (nmt/data/pipeline.py; the other sources: test_import.py).
 
 Everything is built in tmp_path; nothing touches the network.
 """
@@ -16,16 +17,8 @@ from pathlib import Path
 import pytest
 
 from nmt.core.errors import NMTError
-from nmt.data.corpora import (
-    corpus_dir,
-    download_corpus,
-    ensure_synth,
-    import_corpus,
-    load_split,
-    normalise,
-    read_lines,
-    write_corpus,
-)
+from nmt.data.corpora import corpus_dir, ensure_synth, load_split, normalise, read_lines
+from nmt.data.pipeline import download
 
 SHARED_MULTI30K = Path(__file__).parents[1] / ".." / "shared" / "corpora" / "multi30k"
 
@@ -54,6 +47,11 @@ SPLITS = {
                          ["An older woman reads.", "A man rides a bike.", "It is snowing."]),
     "test_2017_flickr": (["Die Sonne scheint."], ["The sun is shining."]),
 }
+
+
+def import_corpus(corpus: str, pair: str, raw: Path, root: Path) -> dict:
+    """`nmt data download CORPUS --pair PAIR --from RAW`: the manifest it wrote."""
+    return download(corpus, pair, root, raw).manifest
 
 
 def _gz(path: Path, lines: list[str] | bytes) -> Path:
@@ -92,12 +90,14 @@ def test_import_writes_normalised_files_and_manifest(tmp_path):
 
     on_disk = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert on_disk == manifest
-    assert manifest["source"] == f"dir:{raw.resolve()}"
-    assert manifest["pair"] == "de-en"
+    assert manifest["source"]["kind"] == "dir"
+    assert manifest["source"]["path"] == str(raw.resolve())
+    assert manifest["source"]["preset"] == "multi30k"
+    assert manifest["pair"] == "de-en" and manifest["corpus"] == "multi30k"
     assert set(manifest["splits"]) == set(SPLITS)
-    sizes = {s: (e["lines"], e["dropped_empty"]) for s, e in manifest["splits"].items()}
-    assert sizes == {"train": (4, 2), "val": (2, 0), "test_2016_flickr": (3, 0),
-                     "test_2017_flickr": (1, 0)}
+    sizes = {s: e["lines"] for s, e in manifest["splits"].items()}
+    assert sizes == {"train": 4, "val": 2, "test_2016_flickr": 3, "test_2017_flickr": 1}
+    assert manifest["filters"]["empty"] == {"on": True, "dropped": 2}
     for split, entry in manifest["splits"].items():
         for lang in ("de", "en"):
             data = (out / f"{split}.{lang}").read_bytes()
@@ -185,6 +185,48 @@ def test_synth_directions_keep_their_own_folders_and_gold(tmp_path):
     assert load_split(root, "synth", "tgt-src", "val") == (tgt, src)  # same text, own gold
 
 
+# sha256 of data/synth/src-tgt/* as ensure_synth wrote them before the import pipeline
+SYNTH_SRC_TGT = {
+    "test.gold": "ff998842c35487f9f4583014e9d705c568849fb66a8ebe1585d605820484dbf3",
+    "test.src": "2246dbfd8a3a8569fab0f288edda925088f20f6e478d34c5d0635701816a95c1",
+    "test.tgt": "554494fbc04b025e96a309bbd4f021eed9dc0645faca75eba3efe8c3e0c51b31",
+    "train.gold": "432122aa0e4554b26dbb89581c47d4575abab57b350833d5dda2e8bcabf84a34",
+    "train.src": "b2eef1a050ce6c68deb042072c6d4c3f7857972f79b46be2837590d1efa9a65a",
+    "train.tgt": "33ab9b9554d0d51e353e9833b5b9061c789e7a0f3f80a715930bde36a8893121",
+    "val.gold": "1fec8e8e4e5a5bca5cfa4db2f689d35ac1af9c759dd08c3e433bc55448e96c68",
+    "val.src": "1d8e02bc322b3b3729c7977c86fdbc07dc2d45c8ed50de9845552662099262d4",
+    "val.tgt": "f4e626934da87a6f137c9e236cf6141fd2a1c5143c7c5e54c40b1aa9f035c5f4",
+}
+
+
+def test_the_synthetic_corpus_stays_bit_for_bit(data_root):
+    out = data_root / "synth" / "src-tgt"
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.iterdir()
+            if p.suffix in (".src", ".tgt", ".gold")} == SYNTH_SRC_TGT
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["source"] == {"kind": "synth", "seed": 1234,
+                                  "sizes": {"train": 12000, "val": 500, "test": 500}}
+    assert manifest["splits"]["val"]["sha256"]["src"] == SYNTH_SRC_TGT["val.src"]
+
+
+def test_an_interrupted_synth_leaves_nothing_that_counts_as_done(tmp_path, monkeypatch):
+    import nmt.data.corpora
+
+    def interrupted(out, **kwargs):
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "train.src").write_text("half\n")
+        raise KeyboardInterrupt
+
+    real = nmt.data.corpora.write_synth
+    monkeypatch.setattr(nmt.data.corpora, "write_synth", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ensure_synth(tmp_path, sizes={"train": 20, "val": 5, "test": 5})
+    assert not (tmp_path / "synth" / "src-tgt").exists()
+    monkeypatch.setattr(nmt.data.corpora, "write_synth", real)
+    out = ensure_synth(tmp_path, sizes={"train": 20, "val": 5, "test": 5})
+    assert len(read_lines(out / "train.src")) == 20
+
+
 def test_plain_files_and_empty_eval_lines_are_kept(tmp_path):
     raw = tmp_path / "raw"
     raw.mkdir()
@@ -196,8 +238,7 @@ def test_plain_files_and_empty_eval_lines_are_kept(tmp_path):
     manifest = import_corpus("multi30k", "de-en", raw, tmp_path / "data")
     assert manifest["splits"]["train"]["lines"] == 2
     # only training pairs are filtered; evaluation splits keep their line count
-    assert manifest["splits"]["val"] == {**manifest["splits"]["val"], "lines": 2,
-                                         "dropped_empty": 0}
+    assert manifest["splits"]["val"]["lines"] == 2
     assert load_split(tmp_path / "data", "multi30k", "de-en", "val") == (["Ja", ""], ["Yes", "No"])
 
 
@@ -205,18 +246,6 @@ def test_normalise():
     assert normalise("  a \t b\u00a0 c \r") == "a b c"
     assert normalise(unicodedata.normalize("NFD", "Grüße")) == "Grüße"
     assert normalise("\u2028") == ""
-
-
-def test_write_corpus_counts_dropped_pairs(tmp_path):
-    manifest = write_corpus(tmp_path / "out", {"train": (["a", " ", "c"], ["x", "y", ""]),
-                                               "val": (["", "b"], ["", "z"])},
-                            "de", "en", "test")
-    assert manifest["splits"]["train"]["lines"] == 1
-    assert manifest["splits"]["train"]["dropped_empty"] == 2
-    assert manifest["splits"]["val"]["lines"] == 2
-    assert (tmp_path / "out" / "train.de").read_text() == "a\n"
-    assert (tmp_path / "out" / "train.en").read_text() == "x\n"
-
 
 
 def test_byte_order_marks_are_stripped_and_counted(tmp_path):
@@ -315,24 +344,26 @@ def test_read_lines_missing_file(tmp_path):
         read_lines(tmp_path / "x.de")
 
 
-def test_unknown_corpus(tmp_path):
+def test_a_name_without_a_preset_is_sent_to_import(tmp_path):
     raw = _raw_dir(tmp_path)
-    with pytest.raises(NMTError, match="unknown corpus 'wmt14'.*multi30k"):
+    with pytest.raises(NMTError, match=r"unknown corpus 'wmt14'.*multi30k.*nmt data import wmt14"):
         import_corpus("wmt14", "de-en", raw, tmp_path / "data")
     with pytest.raises(NMTError, match="unknown corpus 'wmt14'"):
-        download_corpus("wmt14", "de-en", tmp_path / "data")
+        download("wmt14", "de-en", tmp_path / "data")
 
 
-@pytest.mark.parametrize("pair", ["de-xx", "de-de", "de", "de-en-fr"])
+@pytest.mark.parametrize("pair", ["de-xx", "de-de", "de", "de-en-fr", "../x-en"])
 def test_unknown_pair(tmp_path, pair):
     message = _import_error(_raw_dir(tmp_path), tmp_path, pair)
-    assert f"'{pair}'" in message and "en, de, fr, cs" in message
+    assert f"'{pair}'" in message
+    if pair == "de-xx":  # well formed, but not a Multi30k language
+        assert "en, de, fr, cs" in message
     assert not (tmp_path / "data").exists()
 
 
 def test_pair_without_hub_id_suggests_from(tmp_path):
     with pytest.raises(NMTError) as info:
-        download_corpus("multi30k", "fr-en", tmp_path / "data")
+        download("multi30k", "fr-en", tmp_path / "data")
     assert "--from" in str(info.value) and "fr-en" in str(info.value)
 
 
@@ -347,10 +378,21 @@ def test_unreachable_hub_suggests_from(tmp_path, monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", no_network)
     monkeypatch.setattr(socket, "create_connection", no_network)
     with pytest.raises(NMTError) as info:
-        download_corpus("multi30k", "de-en", tmp_path / "data")
+        download("multi30k", "de-en", tmp_path / "data")
     message = str(info.value)
     assert "bentrevett/multi30k" in message and "--from" in message and "\n" not in message
     assert not (tmp_path / "data" / "multi30k").exists()
+
+
+# sha256 of data/multi30k/de-en/* as the import before the pipeline wrote them
+MULTI30K_DE_EN = {
+    "test_2016_flickr.de": "4be6b5b3236b79c25475c6bb829800a7ce559e9ba7a1f6c2394fe4d40be46d16",
+    "test_2016_flickr.en": "399a4382932c1aadd3ceb9bef1008d388a64c76d4ae4e9d4728c6f4301cac182",
+    "train.de": "550c2612c7ae45ed46754e67c3011fde500b1bf88592a376e2ed6126903766f7",
+    "train.en": "f7cb7c7d411f6039a15de94de8c4d1709fada7b7474791598fd18451ec62427d",
+    "val.de": "c02c1d05fb89dba12b00503a2744b1105d45fef287501fd701b4fea5b1fca3e5",
+    "val.en": "1f2a23d992769b5b3d209b0a10dd0b77c08cceb1f20dfb97ed0aafa49d107227",
+}
 
 
 @pytest.mark.skipif(not SHARED_MULTI30K.is_dir(), reason="../shared/corpora/multi30k not present")
@@ -358,7 +400,11 @@ def test_import_real_multi30k(tmp_path):
     manifest = import_corpus("multi30k", "de-en", SHARED_MULTI30K, tmp_path)
     sizes = {split: entry["lines"] for split, entry in manifest["splits"].items()}
     assert sizes == {"train": 29000, "val": 1014, "test_2016_flickr": 1000}
-    assert all(entry["dropped_empty"] == 0 for entry in manifest["splits"].values())
+    assert all(entry["dropped"] == 0 for entry in manifest["filters"].values())
+    # the preset imports Multi30k as published: the files of the import before, byte for byte
+    out = tmp_path / "multi30k" / "de-en"
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in out.iterdir() if p.name != "manifest.json"} == MULTI30K_DE_EN
     de, en = load_split(tmp_path, "multi30k", "de-en", "train")
     assert len(de) == len(en) == 29000
     assert all(de) and all(en)

@@ -13,7 +13,7 @@ import sentencepiece
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
 from nmt.core.tokens import BOS, EOS, PAD, UNK
-from nmt.data.corpora import write_corpus
+from nmt.data.pipeline import download
 from nmt.data.subwords import Vocab, encode_split, prepare_vocab
 from nmt.models.checks import config_from_dict
 
@@ -34,11 +34,21 @@ def _lines(words: tuple[str, ...] | list[str], n: int, seed: int) -> list[str]:
             for _ in range(n)]
 
 
+def _import(root: Path, splits: dict[str, tuple[list[str], list[str]]]) -> None:
+    """Import `splits` as data/multi30k/de-en through the pipeline (Multi30k's preset)."""
+    raw = root / "raw"
+    raw.mkdir(parents=True)
+    for split, sides in splits.items():
+        for lang, lines in zip(("de", "en"), sides):
+            (raw / f"{split}.{lang}").write_text("".join(f"{x}\n" for x in lines),
+                                                 encoding="utf-8")
+    download("multi30k", "de-en", root, raw)
+
+
 def _make_corpus(root: Path) -> None:
-    splits = {"train": (_lines(DE_WORDS, 200, 1), _lines(EN_WORDS, 200, 2)),
-              "val": (_lines(DE_WORDS, 20, 3), _lines(EN_WORDS, 20, 4)),
-              "test": (_lines(DE_WORDS, 15, 5), _lines(EN_WORDS, 15, 6))}
-    write_corpus(root / "multi30k" / "de-en", splits, "de", "en", "test")
+    _import(root, {"train": (_lines(DE_WORDS, 200, 1), _lines(EN_WORDS, 200, 2)),
+                   "val": (_lines(DE_WORDS, 20, 3), _lines(EN_WORDS, 20, 4)),
+                   "test": (_lines(DE_WORDS, 15, 5), _lines(EN_WORDS, 15, 6))})
 
 
 def _cfg(root: Path, **vocab) -> Config:
@@ -174,7 +184,7 @@ def test_hypotheses_keep_the_references_characters(tmp_path, train_calls):
     special = ["…", "ﬁnal", "２０", "½", "™"]
     lines = [" ".join(rng.choice(EN_WORDS + special) for _ in range(8)) for _ in range(200)]
     splits = {s: (_lines(DE_WORDS, 200, 1), lines) for s in ("train", "val", "test")}
-    write_corpus(tmp_path / "multi30k" / "de-en", splits, "de", "en", "test")
+    _import(tmp_path, splits)
     cfg = _cfg(tmp_path)
     assert cfg.vocab.normalization == "identity"
     vocab = Vocab.from_dir(prepare_vocab(cfg))

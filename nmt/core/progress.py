@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -216,3 +216,29 @@ def counting(total: int, label: str, stream: IO[str] | None = None) -> Iterator[
     finally:
         progress.stop()
         _counter.reset(token)
+
+
+@contextmanager
+def rate(label: str, unit: str, stream: IO[str] | None = None) -> Iterator[Callable[[int], None]]:
+    """A live count of `unit`s done and their rate per second while the block runs, fed by
+    the function it yields (an import's pairs, whose total is unknown while streaming);
+    nothing at all when the stream is not a terminal."""
+    stream = sys.stderr if stream is None else stream
+    if not is_live(stream):
+        yield lambda n: None
+        return
+    progress = _progress(stream)
+    task = progress.add_task(label, total=None, info="")
+    start, done = time.perf_counter(), 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        speed = done / max(time.perf_counter() - start, 1e-9)
+        progress.update(task, completed=done, info=f"{done:,} {unit} · {speed:,.0f} {unit}/s")
+
+    progress.start()
+    try:
+        yield advance
+    finally:
+        progress.stop()

@@ -1,10 +1,10 @@
-"""Corpora: a registry, hub download, local import, and the normalised layout.
+"""Corpora: reading and finding what an import wrote, and the synthetic corpus.
 
 Every corpus lives under `data/<corpus>/<pair>/` as `{split}.{lang}` UTF-8
-files, one sentence per line, plus `manifest.json` (source, split sizes,
-checksums). Line i of one language is the translation of line i of the other, so
-one import serves both directions: en-de reads data/<corpus>/de-en/ when only that
-exists (`corpus_dir`).
+files, one sentence per line, plus `manifest.json` (source, filters, split sizes,
+checksums), written by the import pipeline (nmt/data/pipeline.py). Line i of one language
+is the translation of line i of the other, so one import serves both directions: en-de
+reads data/<corpus>/de-en/ when only that exists (`corpus_dir`).
 """
 
 from __future__ import annotations
@@ -13,43 +13,24 @@ import gzip
 import hashlib
 import json
 import os
-import re
 import shutil
 import sys
-import time
 import unicodedata
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
 from nmt.core.config import Config
-from nmt.core.errors import NMTError, one_line
+from nmt.core.errors import NMTError
+from nmt.data.folder import lock, sha256_file, staged, write_manifest
+from nmt.data.sources import PRESETS
 from nmt.data.synth import SOURCE_LANG, TARGET_LANG, write_synth
 
-
-@dataclass(frozen=True)
-class CorpusInfo:
-    langs: tuple[str, ...]  # languages the corpus has
-    hub: dict[str, str]  # pair -> Hugging Face dataset id (pairs without one need --from)
-    hub_splits: dict[str, str]  # hub split name -> our split name
-    description: str
-
-
-CORPORA: dict[str, CorpusInfo] = {
-    "multi30k": CorpusInfo(
-        langs=("en", "de", "fr", "cs"),
-        hub={"de-en": "bentrevett/multi30k", "en-de": "bentrevett/multi30k"},
-        hub_splits={"train": "train", "validation": "val", "test": "test_2016_flickr"},
-        description="Multi30k task 1 (Flickr30k captions); fr/cs pairs import with --from",
-    ),
-}
 SYNTH_PAIR = "src-tgt"
 SYNTH_REVERSE = "tgt-src"  # the same corpus the other way round, gold links flipped
 BOM = "\ufeff"  # a byte-order mark: metadata some editors put first in a file, never text
-_SPLIT_RE = re.compile(r"^(train|val|valid|dev|test[\w-]*)$")
 
 
 def read_lines(path: Path) -> list[str]:
@@ -113,13 +94,6 @@ def normalise(text: str) -> str:
     return " ".join(unicodedata.normalize("NFC", text.removeprefix(BOM)).split())
 
 
-def _file_for(directory: Path, split: str, lang: str) -> Path | None:
-    for name in (f"{split}.{lang}", f"{split}.{lang}.gz"):
-        if (directory / name).is_file():
-            return directory / name
-    return None
-
-
 def read_parallel(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:
     """Read two line-aligned files; different line counts name both files and counts."""
     src, tgt = read_lines(src_path), read_lines(tgt_path)
@@ -129,87 +103,6 @@ def read_parallel(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]
     if not src:
         raise NMTError(f"{src_path}: the corpus is empty")
     return src, tgt
-
-
-def _check_pair(corpus: str, pair: str) -> tuple[str, str]:
-    if corpus not in CORPORA:
-        raise NMTError(f"unknown corpus '{corpus}'; choose one of: {', '.join(CORPORA)} "
-                       "(or `nmt data synth` for the synthetic corpus)")
-    parts = pair.split("-")
-    langs = CORPORA[corpus].langs
-    if len(parts) != 2 or parts[0] == parts[1] or not all(p in langs for p in parts):
-        raise NMTError(f"unknown language pair '{pair}' for {corpus}; use two of "
-                       f"{', '.join(langs)} joined by '-', e.g. de-en")
-    return parts[0], parts[1]
-
-
-def write_corpus(out: Path, splits: dict[str, tuple[list[str], list[str]]], src: str, tgt: str,
-                 source: str, train_split: str = "train") -> dict:
-    """Normalise and write splits plus a manifest; empty training pairs are dropped."""
-    out.mkdir(parents=True, exist_ok=True)
-    manifest = {"source": source, "pair": f"{src}-{tgt}", "created": time.strftime("%F %T"),
-                "splits": {}}
-    for split, (src_lines, tgt_lines) in splits.items():
-        boms = sum(line.startswith(BOM) for line in (*src_lines, *tgt_lines))
-        pairs = [(normalise(s), normalise(t)) for s, t in zip(src_lines, tgt_lines)]
-        dropped = 0
-        if split == train_split:
-            kept = [p for p in pairs if p[0] and p[1]]
-            dropped, pairs = len(pairs) - len(kept), kept
-        entry = {"lines": len(pairs), "dropped_empty": dropped, "bom_stripped": boms, "sha256": {}}
-        for lang, column in ((src, 0), (tgt, 1)):
-            text = "".join(p[column] + "\n" for p in pairs)
-            (out / f"{split}.{lang}").write_text(text, encoding="utf-8")
-            entry["sha256"][lang] = hashlib.sha256(text.encode()).hexdigest()
-        manifest["splits"][split] = entry
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    return manifest
-
-
-def import_corpus(corpus: str, pair: str, from_dir: Path, root: Path) -> dict:
-    """Import local raw files `{split}.{lang}[.gz]` (train, val, test*) from `from_dir`."""
-    src, tgt = _check_pair(corpus, pair)
-    if not from_dir.is_dir():
-        raise NMTError(f"{from_dir}: directory not found")
-    names = sorted({p.name.split(".")[0] for p in from_dir.iterdir()})
-    splits = {}
-    for split in (n for n in names if _SPLIT_RE.match(n)):
-        src_path, tgt_path = _file_for(from_dir, split, src), _file_for(from_dir, split, tgt)
-        if src_path is None and tgt_path is None:
-            continue
-        if src_path is None or tgt_path is None:
-            have, miss = (tgt_path, src) if src_path is None else (src_path, tgt)
-            raise NMTError(f"{have} has no partner: {from_dir}/{split}.{miss}[.gz] is missing")
-        splits[split] = read_parallel(src_path, tgt_path)
-    if "train" not in splits:
-        raise NMTError(f"{from_dir}: no train.{src} / train.{tgt} (.gz) files found")
-    if not any(normalise(s) and normalise(t) for s, t in zip(*splits["train"])):
-        raise NMTError(f"{_file_for(from_dir, 'train', src)}: every training pair has an empty "
-                       "side; nothing to train on")
-    return write_corpus(root / corpus / pair, splits, src, tgt, f"dir:{from_dir.resolve()}")
-
-
-def download_corpus(corpus: str, pair: str, root: Path) -> dict:
-    """Download through Hugging Face `datasets` (needs network access to the hub)."""
-    src, tgt = _check_pair(corpus, pair)
-    info = CORPORA[corpus]
-    hub_id = info.hub.get(pair)
-    if hub_id is None:
-        raise NMTError(f"{corpus} {pair} has no Hugging Face source; import local files with "
-                       f"`nmt data download {corpus} --pair {pair} --from DIR`")
-    try:
-        import datasets  # start-up: datasets (seconds to import) only for a hub download
-
-        data = datasets.load_dataset(hub_id)
-    except Exception as exc:  # noqa: BLE001 - any hub failure becomes one clear line
-        raise NMTError(f"could not fetch '{hub_id}' from the Hugging Face hub ({one_line(exc)}); "
-                       f"import local files instead with --from DIR") from None
-    splits = {}
-    for hub_split, ours in info.hub_splits.items():
-        if hub_split in data:
-            rows = data[hub_split]
-            splits[ours] = (list(rows[src]), list(rows[tgt]))
-    return write_corpus(root / corpus / pair, splits, src, tgt, f"hub:{hub_id}")
 
 
 def corpus_dir(root: Path, corpus: str, pair: str) -> Path:
@@ -231,18 +124,31 @@ def _holds_corpus(directory: Path, lang: str) -> bool:
 
 
 def ensure_synth(root: Path, seed: int = 1234, sizes: dict[str, int] | None = None) -> Path:
-    """Generate the embedded synthetic corpus unless its files are already there, and keep
-    its reverse direction (`synth/tgt-src`) derived from it."""
-
+    """Generate the embedded synthetic corpus unless its files are already there (written
+    whole or not at all, as an import is), and keep its reverse direction
+    (`synth/tgt-src`) derived from it."""
     out = root / "synth" / SYNTH_PAIR
-    if not ((out / "manifest.json").is_file() or (out / f"train.{SOURCE_LANG}").is_file()):
-        counts = write_synth(out, seed=seed, sizes=sizes)
-        manifest = {"source": f"synth:seed={seed}", "pair": f"{SOURCE_LANG}-{TARGET_LANG}",
-                    "created": time.strftime("%F %T"),
-                    "splits": {s: {"lines": n, "gold": f"{s}.gold"} for s, n in counts.items()}}
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    if not _synth_done(out):
+        with lock(out):  # another process may be generating it
+            if not _synth_done(out):
+                with staged(out) as tmp:
+                    _write_synth(tmp, seed, sizes)
     _ensure_reverse(out, root / "synth" / SYNTH_REVERSE)
     return out
+
+
+def _synth_done(out: Path) -> bool:
+    return (out / "manifest.json").is_file() or (out / f"train.{SOURCE_LANG}").is_file()
+
+
+def _write_synth(folder: Path, seed: int, sizes: dict[str, int] | None) -> None:
+    counts = write_synth(folder, seed=seed, sizes=sizes)
+    splits = {split: {"lines": n, "origin": "source", "bom_stripped": 0, "gold": f"{split}.gold",
+                      "sha256": {lang: sha256_file(folder / f"{split}.{lang}")
+                                 for lang in (SOURCE_LANG, TARGET_LANG)}}
+              for split, n in counts.items()}
+    write_manifest(folder, "synth", SYNTH_PAIR, {"kind": "synth", "seed": seed, "sizes": counts},
+                   normalisation="none: generated text", seed=None, filters={}, splits=splits)
 
 
 def _ensure_reverse(forward: Path, reverse: Path) -> None:
@@ -285,9 +191,11 @@ def load_split(root: Path, corpus: str, pair: str, split: str) -> tuple[list[str
         if splits and split not in splits:
             raise NMTError(f"{missing}: not found; split '{split}' is not in {directory} "
                            f"(it has: {', '.join(splits)})")
+        verb = (f"`nmt data download {corpus} --pair {pair} [--from DIR]`" if corpus in PRESETS
+                else f"`nmt data import {corpus} --pair {pair} --files SRC TGT` (or --from, "
+                     "--tsv, --hf: docs/data.md)")
         hint = (f"import {corpus} {pair} (or {tgt}-{src}: one import serves both directions) "
-                f"with `nmt data download {corpus} --pair {pair} [--from DIR]`"
-                if corpus in CORPORA else "check data.corpus / data.pair in the config")
+                f"with {verb}, or check data.corpus / data.pair in the config")
         raise NMTError(f"{missing}: not found; {hint}")
     return read_parallel(src_path, tgt_path)
 
