@@ -30,23 +30,70 @@ def data_download(
     corpus: Annotated[str, typer.Argument(help="corpus name, e.g. multi30k")] = "multi30k",
     pair: Annotated[str, typer.Option(help="language pair src-tgt, e.g. de-en")] = "de-en",
     from_dir: Annotated[Path | None, typer.Option(
-        "--from", help="import local raw files {split}.{lang}[.gz] instead of the hub")] = None,
+        "--from", help="import local raw files {split}.{lang}[.gz|.xz] instead of the hub"
+    )] = None,
     root: Annotated[Path, typer.Option(help="data root")] = Path("data"),
 ) -> None:
-    """Fetch a corpus from the Hugging Face hub, or import it from local files (--from)."""
-    from nmt.data.corpora import (  # start-up: `nmt --help` imports no torch
-        download_corpus,
-        import_corpus,
-    )
+    """Fetch a preset corpus (multi30k) from the Hugging Face hub, or import it from local
+    files (--from); your own corpora: `nmt data import`."""
+    from nmt.data.pipeline import download  # start-up: `nmt --help` imports no torch
 
-    if from_dir is not None:
-        manifest = import_corpus(corpus, pair, from_dir, root)
-    else:
-        manifest = download_corpus(corpus, pair, root)
-    for split, info in manifest["splits"].items():
-        dropped = f" ({info['dropped_empty']} empty pairs dropped)" if info["dropped_empty"] else ""
-        typer.echo(f"{split}: {info['lines']} pairs{dropped}")
-    typer.echo(f"wrote {root / corpus / pair}")
+    for line in download(corpus, pair, root, from_dir).lines():
+        typer.echo(line)
+
+
+@data_app.command("import")
+def data_import(
+    name: Annotated[str, typer.Argument(help="corpus name: the folder data/NAME/PAIR")],
+    pair: Annotated[str, typer.Option(help="language pair src-tgt, e.g. de-en")],
+    files: Annotated[tuple[Path, Path] | None, typer.Option(
+        help="two line-aligned files SRC TGT (.gz, .xz too)")] = None,
+    from_dir: Annotated[Path | None, typer.Option(
+        "--from", help="a folder of {split}.{lang}[.gz|.xz] files (train, val, dev, test*)")
+    ] = None,
+    tsv: Annotated[Path | None, typer.Option(help="a tab-separated file, one pair a row")] = None,
+    columns: Annotated[str | None, typer.Option(
+        help="--tsv's columns SRC,TGT: header names or 0-based indexes (default: the "
+             "language codes' columns, else 0,1)")] = None,
+    hf: Annotated[str | None, typer.Option(
+        help="a Hugging Face dataset id or local dataset folder")] = None,
+    config: Annotated[str | None, typer.Option(help="--hf's config (subset), e.g. ro-en")] = None,
+    revision: Annotated[str | None, typer.Option(help="--hf's branch, tag or commit")] = None,
+    split_map: Annotated[str | None, typer.Option(
+        help="--hf's split names hub=ours,... (default validation/valid/dev=val)")] = None,
+    fields: Annotated[str | None, typer.Option(
+        help="--hf's fields SRC,TGT when they are not the language codes")] = None,
+    valid_size: Annotated[int, typer.Option(
+        min=0, help="draw a val split of N pairs from the training pairs")] = 0,
+    test_size: Annotated[int, typer.Option(
+        min=0, help="draw a test split of N pairs from the training pairs")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="seed of the val/test draw")] = 1,
+    min_words: Annotated[int, typer.Option(min=0, help="drop shorter pairs (0: off)")] = 1,
+    max_words: Annotated[int, typer.Option(min=0, help="drop longer pairs (0: off)")] = 250,
+    max_ratio: Annotated[float, typer.Option(
+        min=0, help="drop pairs whose longer side has more than this many times the "
+                    "shorter's words (0: off)")] = 9.0,
+    keep_empty: Annotated[bool, typer.Option("--keep-empty", help="keep an empty side")] = False,
+    keep_same: Annotated[bool, typer.Option(
+        "--keep-same", help="keep pairs whose source equals the target")] = False,
+    keep_overlap: Annotated[bool, typer.Option(
+        "--keep-overlap", help="keep training pairs also in val or test")] = False,
+    keep_duplicates: Annotated[bool, typer.Option(
+        "--keep-duplicates", help="keep repeated training pairs")] = False,
+    root: Annotated[Path, typer.Option(help="data root")] = Path("data"),
+) -> None:
+    """Import your own corpus from --files, --from, --tsv or --hf: normalised, filtered
+    (training pairs only; each filter counted), split, written whole (docs/data.md)."""
+    from nmt.data.pipeline import Filters, import_from  # start-up: `nmt --help` imports no torch
+
+    filters = Filters(empty=not keep_empty, min_words=min_words, max_words=max_words,
+                      max_ratio=max_ratio, same=not keep_same, overlap=not keep_overlap,
+                      duplicates=not keep_duplicates)
+    for line in import_from(name, pair, root, files=files, from_dir=from_dir, tsv=tsv,
+                            columns=columns, hf=hf, config=config, revision=revision,
+                            split_map=split_map, fields=fields, valid_size=valid_size,
+                            test_size=test_size, seed=seed, filters=filters).lines():
+        typer.echo(line)
 
 
 @data_app.command("synth")
@@ -115,12 +162,39 @@ def data_links(config: ConfigOpt, set_: SetOpt = None) -> None:
     typer.echo(f"wrote {folder}")
 
 
+@data_app.command("list")
+def data_list(root: Annotated[Path, typer.Option(help="data root")] = Path("data")) -> None:
+    """List every corpus under the data root: pair, split sizes, source, when imported."""
+    from nmt.data.overview import list_corpora  # start-up: `nmt --help` imports no numpy
+
+    for line in list_corpora(root):
+        typer.echo(line)
+
+
+@data_app.command("show")
+def data_show(
+    name: Annotated[str, typer.Argument(help="corpus name, e.g. multi30k")],
+    pair: Annotated[str | None, typer.Option(
+        help="language pair (default: the corpus's only one)")] = None,
+    root: Annotated[Path, typer.Option(help="data root")] = Path("data"),
+    out: Annotated[Path | None, typer.Option(
+        help="length histograms (.png or .svg; default reports/data/NAME-PAIR-lengths.png)")
+                   ] = None,
+) -> None:
+    """Print a corpus's sizes and filter counts; draw its sentence lengths (docs/data.md)."""
+    from nmt.data.overview import show_corpus  # start-up: `nmt --help` imports no numpy
+
+    for line in show_corpus(root, name, pair, out):
+        typer.echo(line)
+
+
 @app.command()
 def train(config: ConfigOpt, set_: SetOpt = None,
           resume: Annotated[bool, typer.Option(help="continue from checkpoints/last.pt")] = False,
           evaluate: Annotated[bool, typer.Option(help="evaluate the test split at the end")] = True,
           ) -> None:
     """Train one model family from a YAML config (runs/<name>/)."""
+    from nmt.data.overview import missing_test_note  # start-up: `nmt --help` imports no torch
     from nmt.decoding.evaluate import evaluate_run  # start-up: `nmt --help` imports no torch
     from nmt.models.checks import load_config  # start-up: `nmt --help` imports no torch
     from nmt.training import distributed  # start-up: `nmt --help` imports no torch
@@ -130,9 +204,14 @@ def train(config: ConfigOpt, set_: SetOpt = None,
 
     distributed.setup()
     cfg = load_config(config, set_ or [])
+    evaluate = evaluate and distributed.is_main()
+    if evaluate and (note := missing_test_note(cfg, trained=False)):
+        typer.echo(note, err=True)
     run_training(cfg, resume=resume)
     distributed.cleanup()
-    if evaluate and distributed.is_main():
+    if evaluate and (note := missing_test_note(cfg, trained=True)):
+        typer.echo(note)  # the run is kept: a missing test split is no reason to fail now
+    elif evaluate:
         entry = evaluate_run(cfg.run_dir, cfg.data.test)
         typer.echo(f"{cfg.data.test}: BLEU {entry['bleu']:.2f} chrF {entry['chrf']:.2f} "
                    f"(beam {entry['beam']}) -> {cfg.run_dir / 'scores.json'}")
@@ -147,6 +226,16 @@ RunsOpt = Annotated[list[Path], typer.Option(
     "--run", "-r", help="run directory; repeat for an ensemble (one vocabulary)")]
 CheckpointOpt = Annotated[Checkpoint, typer.Option(
     help="which checkpoint: best, last, or averaged (nmt average)")]
+ThreadsOpt = Annotated[int, typer.Option(
+    min=0, help="torch threads, and --engine ctranslate2's workers (0: torch's default)")]
+
+
+def set_threads(threads: int) -> None:
+    """--threads, set before the model loads, as `nmt serve` sets it (docs/deploy.md)."""
+    if threads:
+        import torch  # start-up: `nmt --help` imports no torch
+
+        torch.set_num_threads(threads)
 
 
 @app.command()
@@ -167,6 +256,7 @@ def translate(
     checkpoint: CheckpointOpt = Checkpoint.best,
     engine: EngineOpt = Engine.pytorch,
     quantize: QuantizeOpt = None,
+    threads: ThreadsOpt = 0,
 ) -> None:
     """Translate sentences given as arguments, in a file (--input) or on stdin, streaming:
     each chunk of 1,000 lines is written (in input order) as soon as it is decoded."""
@@ -179,6 +269,7 @@ def translate(
     if beam is not None and n_best is not None and n_best > beam:
         raise NMTError(f"--n-best {n_best} is larger than --beam {beam}")
     plan = Sampling.parse(sampling, temperature, seed) if sampling else None
+    set_threads(threads)
     model = load(*run, checkpoint=checkpoint.value, engine=engine.value,
                  quantize=quantize.value if quantize else None)
     n_best = n_best or (1 if plan else model.cfg.decode.n_best)
@@ -202,17 +293,25 @@ def export(
     quantize: Annotated[Quantize, typer.Option(help="weights stored as float32, int8 or "
                                                     "int8_float32")] = Quantize.float32,
     out: Annotated[Path | None, typer.Option(
-        help="folder (default: RUN/ctranslate2/CHECKPOINT, where --engine ctranslate2 looks)")
+        help="a new or empty folder, or an export to replace (default: RUN/ctranslate2/"
+             "CHECKPOINT, where --engine ctranslate2 looks; CHECKPOINT-QUANTIZE when not "
+             "float32)")
                    ] = None,
     checkpoint: CheckpointOpt = Checkpoint.best,
 ) -> None:
     """Export a Transformer run for CTranslate2 (a guided run with its alignment head);
     decode it with --engine ctranslate2 (docs/deploy.md)."""
-    from nmt.decoding.export import export as export_run  # start-up: no torch for --help
+    from nmt.decoding import export as exporting  # start-up: no torch for --help
 
-    path = export_run(run, checkpoint.value, quantize.value, out)
-    typer.echo(f"wrote {path} ({quantize.value}); decode it with "
-               f"nmt translate --run {run} --engine ctranslate2")
+    path = exporting.export(run, checkpoint.value, quantize.value, out)
+    engine_dir = exporting.export_dir(run, checkpoint.value).resolve()
+    if path == engine_dir and quantize.value == "float32":
+        typer.echo(f"wrote {path} ({quantize.value}); decode it with "
+                   f"nmt translate --run {run} --engine ctranslate2")
+    else:
+        typer.echo(f"wrote {path} ({quantize.value}) for ctranslate2.Translator; "
+                   f"--engine ctranslate2 reads {engine_dir} (float32, quantised at load "
+                   "with --quantize)")
 
 
 @app.command()
@@ -237,6 +336,7 @@ def evaluate(
     checkpoint: CheckpointOpt = Checkpoint.best,
     engine: EngineOpt = Engine.pytorch,
     quantize: QuantizeOpt = None,
+    threads: ThreadsOpt = 0,
 ) -> None:
     """Decode a split, score it with sacreBLEU (BLEU, chrF) and dump its attention; with
     several --run, or another engine than PyTorch in float32, the scores are printed and
@@ -244,6 +344,7 @@ def evaluate(
     from nmt.api import load  # start-up: torch and the models load only for this verb
     from nmt.decoding.evaluate import evaluate_model
 
+    set_threads(threads)
     model = load(*run, checkpoint=checkpoint.value, engine=engine.value,
                  quantize=quantize.value if quantize else None)
     split = split or model.cfg.data.test

@@ -235,3 +235,88 @@ def save_gif(png_paths: Sequence[Path], path: Path, duration_ms: int = 600) -> P
     canvases[0].save(path, format="GIF", save_all=True, append_images=canvases[1:],
                      duration=duration_ms, loop=0)
     return path
+
+
+def _length_limit(counts: Sequence[np.ndarray], share: float = 0.995) -> int:
+    """The words-per-sentence axis: up to the length that `share` of all sentences reach."""
+    total = np.sum([np.asarray(c, dtype=np.int64) for c in counts], axis=0)
+    if not total.sum():
+        return 5
+    return max(5, int(np.searchsorted(np.cumsum(total), share * total.sum())))
+
+
+def _count_axis(axis: Any, bins: int) -> None:
+    """Whole counts with thousands separators."""
+    from matplotlib.ticker import (  # start-up: matplotlib only when a figure is drawn
+        MaxNLocator,
+        StrMethodFormatter,
+    )
+
+    axis.set_major_locator(MaxNLocator(nbins=bins, integer=True))
+    axis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+
+
+def _draw_joint(fig: Any, joint: np.ndarray, limit: int, langs: tuple[str, str]) -> None:
+    """Pairs by (source, target) length on a log colour scale, its marginals on the edges."""
+    from matplotlib.colors import LogNorm  # start-up: matplotlib only when a figure is drawn
+
+    axes = fig.subplots(2, 2, width_ratios=[4, 1], height_ratios=[1, 4], sharex="col",
+                        sharey="row")
+    top, corner, main, side = axes[0, 0], axes[0, 1], axes[1, 0], axes[1, 1]
+    corner.set_axis_off()
+    edges = np.arange(limit + 2) - 0.5
+    grid = np.ma.masked_equal(joint[: limit + 1, : limit + 1].T, 0)  # (T, S): y = target
+    mesh = main.pcolormesh(edges, edges, grid, cmap=CMAP,
+                           norm=LogNorm(vmin=1, vmax=max(int(grid.max() or 1), 2)))
+    main.plot([0, limit], [0, limit], "--", color="0.5", linewidth=0.8, label="same length")
+    main.set(xlabel=f"{langs[0]} (source) words", ylabel=f"{langs[1]} (target) words",
+             xlim=(-0.5, limit + 0.5), ylim=(-0.5, limit + 0.5))
+    main.legend(loc="upper left", fontsize=8)
+    fig.colorbar(mesh, ax=[main, side], location="bottom", shrink=0.6, label="pairs")
+    top.bar(np.arange(limit + 1), joint.sum(axis=1)[: limit + 1], width=1.0, color="C0")
+    side.barh(np.arange(limit + 1), joint.sum(axis=0)[: limit + 1], height=1.0, color="C1")
+    top.set_ylabel("pairs")
+    side.set_xlabel("pairs")
+    _count_axis(top.yaxis, 3)
+    _count_axis(side.xaxis, 3)
+
+
+def plot_lengths(
+    joint: np.ndarray,
+    splits: dict[str, tuple[np.ndarray, np.ndarray, int]],
+    langs: tuple[str, str],
+    joint_split: str,
+    path: Path,
+    title: str = "",
+) -> Path:
+    """Sentence lengths in words. Left: `joint` (S, T) counts of pairs by source and target
+    length for `joint_split`, log colour scale, with its two marginals. Right: per split
+    (name -> source counts, target counts, pairs) both sides' histograms. Axes end where
+    99.5% of the sentences do; the last bin of each array holds every longer sentence."""
+    path = _check_path(path)
+    import matplotlib  # start-up: matplotlib only when a figure is drawn
+
+    limit = min(_length_limit([c for s, t, _ in splits.values() for c in (s, t)]),
+                joint.shape[0] - 1)
+    edges = np.arange(limit + 2) - 0.5
+    with matplotlib.rc_context(_STYLE):
+        fig = _new_figure(12.0, max(5.8, 1.9 * len(splits) + 0.8))
+        left, right = fig.subfigures(1, 2, width_ratios=[1.15, 1.0])
+        _draw_joint(left, joint, limit, langs)
+        left.suptitle(f"{joint_split}: source against target length")
+        panels = right.subplots(len(splits), 1, sharex=True, squeeze=False)[:, 0]
+        for ax, (split, (s_counts, t_counts, pairs)) in zip(panels, splits.items()):
+            for counts, lang, side, color in ((s_counts, langs[0], "source", "C0"),
+                                              (t_counts, langs[1], "target", "C1")):
+                ax.stairs(np.asarray(counts)[: limit + 1], edges, label=f"{lang} ({side})",
+                          color=color, linewidth=1.4)
+            ax.set_title(f"{split}: {pairs:,} pairs", loc="left")
+            ax.set_ylabel("sentences")
+            _count_axis(ax.yaxis, 5)
+            ax.grid(alpha=0.3)
+        panels[0].legend(fontsize=8)
+        panels[-1].set_xlabel("words per sentence")
+        panels[-1].set_xlim(-0.5, limit + 0.5)
+        if title:
+            fig.suptitle(f"{title} (axes end at {limit} words, where 99.5% of sentences do)")
+    return _save(fig, path)

@@ -47,17 +47,20 @@ def config_from_dict(raw: dict, where: str = "config", overrides: list[str] = ()
 
 def load_config(path: Path | str, overrides: list[str] = ()) -> Config:
     """Load and validate a YAML config. The run name defaults to the file's stem, with the
-    pair appended when `data.pair` is not the file's own (`--set data.pair=en-de` on
-    bahdanau.yaml trains runs/bahdanau_en-de), so two directions never share a run."""
+    corpus and the pair appended when they are not the file's own (`--set data.pair=en-de`
+    on bahdanau.yaml trains runs/bahdanau_en-de, `--set data.corpus=mine` runs/bahdanau_mine),
+    so neither two directions nor two corpora share a run."""
     path = Path(path)
     raw = read_yaml(path) or {}
     if not isinstance(raw, dict):
         raise NMTError(f"{path}: a config must be a YAML mapping of sections")
     data = raw.get("data")
-    own_pair = data.get("pair", DataConfig.pair) if isinstance(data, dict) else DataConfig.pair
+    own = {"corpus": DataConfig.corpus, "pair": DataConfig.pair,
+           **(data if isinstance(data, dict) else {})}
     cfg = config_from_dict({"name": path.stem, **raw}, str(path), overrides)
-    if "name" not in raw and cfg.name == path.stem and cfg.data.pair != own_pair:
-        cfg = dataclasses.replace(cfg, name=f"{path.stem}_{cfg.data.pair}")
+    changed = [getattr(cfg.data, k) for k in ("corpus", "pair") if getattr(cfg.data, k) != own[k]]
+    if "name" not in raw and cfg.name == path.stem and changed:
+        cfg = dataclasses.replace(cfg, name="_".join([path.stem, *changed]))
     name = Path(cfg.name)
     if not name.parts or name.is_absolute() or ".." in name.parts:
         raise NMTError(f"{path}: 'name' must be a run folder under runs_dir, e.g. 'bahdanau', "
