@@ -100,9 +100,9 @@ def probe(family: str, threads: int) -> dict:
         model.zero_grad(set_to_none=True)
 
     tick = time.perf_counter()
-    timings = precision.time_steps(step, list(iterate_batches(src, tgt, spread)),
-                                   precision.supported(cpu), cpu)
-    return {"timings": timings, "chosen": precision.faster(timings),
+    choice = precision.decide(precision.time_steps(
+        step, list(iterate_batches(src, tgt, spread)), precision.supported(cpu), cpu))
+    return {"timings": choice["timings"], "chosen": choice["precision"],
             "probe_s": time.perf_counter() - tick}
 
 

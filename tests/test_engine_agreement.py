@@ -203,6 +203,17 @@ def test_item18_threads_sets_the_engines_workers_on_translate_and_evaluate(
         assert code == 0 and torch.get_num_threads() == threads, err
 
 
+def test_the_engine_leaves_torchs_threads_as_they_were(runs):
+    """CTranslate2 sets the calling thread's OpenMP count (torch's count too) to its
+    intra_threads: the engine puts torch's back, so PyTorch runs decoded beside it (nmt
+    serve's recurrent runs) keep their threads."""
+    for threads in (2, 3):
+        torch.set_num_threads(threads)
+        for _ in range(2):
+            nmt.load(runs["trained"], engine="ctranslate2")
+            assert torch.get_num_threads() == threads
+
+
 # ---------------------------------------------------------------------------- item 19
 
 

@@ -256,18 +256,29 @@ def test_signal_saves_and_resume_continues(signum, corpus, tmp_path):
 
 def _nan_on(monkeypatch, bad) -> list[int]:
     """Make the training loss NaN on the training calls `bad(n)` (n counts from 1);
-    validation keeps the real loss. Returns the list of training calls seen."""
-    real, calls = nmt.training.trainer.loss_fn, []
+    validation and the precision probe's timed passes (train.precision auto: timed again
+    whenever no decision was cached) keep the real loss. Returns the list of training
+    calls seen."""
+    real, calls, probing = nmt.training.trainer.loss_fn, [], []
+    real_probe = nmt.training.trainer.Trainer._time_precisions
+
+    def time_precisions(self, precisions):
+        probing.append(True)
+        try:
+            return real_probe(self, precisions)
+        finally:
+            probing.pop()
 
     def loss_fn(model, batch, smoothing, guided=None):
         loss = real(model, batch, smoothing, guided)
-        if model.training:
+        if model.training and not probing:
             calls.append(len(calls) + 1)
             if bad(len(calls)):
                 return loss * float("nan")
         return loss
 
     monkeypatch.setattr(nmt.training.trainer, "loss_fn", loss_fn)
+    monkeypatch.setattr(nmt.training.trainer.Trainer, "_time_precisions", time_precisions)
     return calls
 
 

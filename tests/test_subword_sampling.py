@@ -114,5 +114,5 @@ def test_a_sampled_run_trains(data_root, tmp_path):
 @pytest.mark.parametrize("key, value", [("sampling_alpha", 1.5), ("sampling_alpha", -0.1),
                                         ("sampling_nbest", 0), ("sampling_nbest", -2)])
 def test_sampling_options_are_checked(data_root, tmp_path, key, value):
-    with pytest.raises(NMTError, match="vocab.sampling_alpha"):
+    with pytest.raises(NMTError, match=f"vocab.{key}"):
         _config(data_root, tmp_path, "bad", **{key: value})

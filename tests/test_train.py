@@ -347,7 +347,7 @@ def test_precision_auto_keeps_what_the_timing_finds_faster_and_remembers_it(
     def timed(step, batches, precisions, dev):
         seen.append(({tuple(b.src.shape) for b in batches}, list(precisions)))
         real(step, batches, precisions, dev)  # the real passes: they must leave no trace
-        return {"fp32": 1.0, "bf16": 0.5 if faster == "bf16" else 0.99}
+        return {"fp32": [1.0] * 4, "bf16": [0.5 if faster == "bf16" else 0.99] * 4}
 
     monkeypatch.setattr(precision, "time_steps", timed)
     cfg = tiny_config(data_root, tmp_path, "auto", MODELS["bahdanau"], max_steps=4,

@@ -74,6 +74,11 @@ def load_checkpoint(path: Path, data: bytes | None = None) -> dict:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise NMTError(f"{path}: not an nmt checkpoint (no '{FORMAT}' marker)")
+    weights = payload.get("model")
+    if not isinstance(weights, dict) or not all(isinstance(k, str) and torch.is_tensor(v)
+                                                for k, v in weights.items()):
+        raise NMTError(f"{path}: damaged nmt checkpoint (its 'model' is not a mapping of "
+                       "names to tensors); train again or pass another --run")
     return payload
 
 

@@ -1,14 +1,14 @@
 """Typed, validated configuration: YAML in, frozen dataclasses out.
 
-Unknown keys, wrong types and missing required keys fail with one line that
-names the key and the valid options. `--set a.b=value` overrides use the same
-validation. The resolved config is saved with every run.
+Unknown keys, keys written twice, wrong types, values out of a field's range and
+missing required keys fail with one line that names the key (and the file and line)
+and the valid options. `--set a.b=value` overrides use the same validation. The
+resolved config is saved with every run.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,48 +17,24 @@ from typing import Any
 import yaml
 
 from nmt.core.errors import NMTError, one_line
-
-
-# Each field declares its own limits: `positive`, `non_negative`, `fraction`, `one_of` a
-# literal list, or `registered` in a registry that the models define (the one list of names).
-def positive(default: float) -> Any:
-    return field(default=default, metadata={"check": "positive"})
-
-
-def non_negative(default: float) -> Any:
-    return field(default=default, metadata={"check": "zero or positive"})
-
-
-def fraction(default: float) -> Any:
-    return field(default=default, metadata={"check": "in [0, 1)"})
-
-
-def one_of(default: str, *others: str) -> Any:
-    return field(default=default, metadata={"choices": (default, *others)})
-
-
-def registered(default: str, registry: str) -> Any:
-    return field(default=default, metadata={"registry": registry})
-
-
-CHECKS = {"positive": lambda v: v > 0, "zero or positive": lambda v: v >= 0,
-           "in [0, 1)": lambda v: 0.0 <= v < 1.0}  # comparisons also reject NaN
+from nmt.core.fields import (
+    INT_LIMIT,
+    Loader,
+    all_or_count,
+    between,
+    fraction,
+    integer,
+    non_negative,
+    one_of,
+    positive,
+    registered,
+)
 
 
 def field_rules(key: str) -> dict:
     """The declared limits of a `section.name` key (`check`, `choices` or `registry`)."""
     section, name = key.split(".")
     return dict({f.name: f.metadata for f in dataclasses.fields(SECTIONS[section])}[name])
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that reads `5e-4` as a float (YAML 1.2), not as the string '5e-4'."""
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."))
 
 
 @dataclass(frozen=True)
@@ -80,14 +56,15 @@ class VocabConfig:
     model_type: str = one_of("unigram", "bpe")  # SentencePiece model: unigram | bpe
     size: int = positive(8000)  # vocabulary size (per side when not joint)
     joint: bool = True  # one vocabulary for source and target
-    character_coverage: float = 1.0  # SentencePiece character coverage
+    character_coverage: float = between(1.0, 0.98, 1.0)  # SentencePiece character coverage:
+    #   the share of the text's characters given pieces, the rarest rest UNK (its range)
     # SentencePiece normalisation. identity: hypotheses in the references' own NFC form;
     # nmt_nfkc (SentencePiece's default) emits "..." for "…". Also nfkc, *_cf (case-folded)
     normalization: str = one_of("identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf")
     # subword regularisation (Kudo 2018): each epoch re-samples the training segmentation (seed
     # train.seed + epoch), the rest keeps the best. alpha: smoothing (bpe: dropout), 0 = off
-    sampling_alpha: float = 0.0
-    sampling_nbest: int = -1  # sample among the n best segmentations (-1 = all; unigram)
+    sampling_alpha: float = between(0.0, 0, 1)
+    sampling_nbest: int = all_or_count(-1)  # sample among the n best segmentations (-1 = all; unigram)
 
 
 @dataclass(frozen=True)
@@ -146,7 +123,8 @@ class GuidedConfig:
     # directions joined by `symmetrize` (nmt data links) | gold: the corpus's <split>.gold
     teacher: str = one_of("eflomal", "gold")
     symmetrize: str = registered("grow-diag-final-and", "heuristics")  # how eflomal's two directions join
-    layer: int = -2  # transformer: the supervised decoder layer (negative: from the top)
+    # transformer: the supervised decoder layer (negative: from the top)
+    layer: int = integer(-2, "a decoder layer: -model.dec_layers to model.dec_layers - 1")
     heads: int = positive(1)  # transformer: how many of that layer's heads (the first ones)
     null_word: bool = False  # unlinked target words attend to the source EOS (IBM's NULL word), read as no link
     full_context: bool = False  # transformer: loss and reading from a decoder pass without the causal mask (Garg)
@@ -159,9 +137,9 @@ class TrainConfig:
     schedule: str = one_of("inverse_sqrt", "constant", "plateau", "linear")  # constant | inverse_sqrt |
     #   plateau | linear: decays to zero at the end of max_steps or max_minutes (budgeted training)
     warmup: int = non_negative(1000)  # warmup steps (inverse_sqrt)
-    plateau_patience: int = 2  # validations without gain before lr *= plateau_factor
-    plateau_factor: float = positive(0.5)
-    label_smoothing: float = non_negative(0.1)
+    plateau_patience: int = positive(2)  # validations without gain before lr *= plateau_factor
+    plateau_factor: float = between(0.5, 0, 1, above=True)
+    label_smoothing: float = fraction(0.1)
     clip: float = non_negative(1.0)  # gradient norm clipping (0 = off)
     weight_decay: float = non_negative(0.0)
     max_steps: int = non_negative(0)  # 0 = no limit
@@ -170,8 +148,8 @@ class TrainConfig:
     valid_every: int = positive(500)  # steps between validations
     valid_sentences: int = non_negative(0)  # validation sentences decoded for BLEU (0 = all)
     patience: int = non_negative(0)  # early stop after this many validations without BLEU gain (0 = off)
-    seed: int = 1234
-    threads: int = non_negative(0)  # torch CPU threads (0 = torch default)
+    seed: int = integer(1234)  # seeds every random stream of training
+    threads: int = between(0, 0, 1024)  # torch CPU threads (0 = torch default)
     log_every: int = positive(50)  # steps between progress lines
     align_sentences: int = non_negative(3)  # validation sentences whose attention is dumped each validation
     max_bad_steps: int = positive(5)  # consecutive non-finite losses before training stops
@@ -186,8 +164,10 @@ class TrainConfig:
 class DecodeConfig:
     beam: int = positive(5)  # beam size (1 = greedy)
     length_penalty: float = non_negative(1.0)  # GNMT alpha; 0 = none
-    max_len_ratio: float = positive(1.5)  # max output length = ratio * source length + offset
-    max_len_offset: int = non_negative(10)
+    # max output length = ratio * source length + offset (bounded: the engines' position
+    # tables and buffers are sized by it)
+    max_len_ratio: float = between(1.5, 0, 10, above=True)
+    max_len_offset: int = between(10, 0, 1000)  # pieces added to that limit
     batch_size: int = positive(64)  # sentences per decoding batch
     n_best: int = positive(1)
 
@@ -237,11 +217,16 @@ def _coerce(value: Any, tp: Any, key: str, where: str) -> Any:
     if dataclasses.is_dataclass(tp):
         return _build(tp, value, key, where)
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # past 1e308: no float holds it
+            raise NMTError(f"{where}: '{key}' must be a finite number, got {value!r}") from None
     if tp is bool and not isinstance(value, bool):
         raise NMTError(f"{where}: '{key}' must be true or false, got {value!r}")
     if tp in (int, float) and (isinstance(value, bool) or not isinstance(value, tp)):
         raise NMTError(f"{where}: '{key}' must be {_type_name(tp)}, got {value!r}")
+    if tp is int and not -INT_LIMIT <= value < INT_LIMIT:
+        raise NMTError(f"{where}: '{key}' must be a 64-bit integer, got {value!r}")
     if tp is str and not isinstance(value, str):
         raise NMTError(f"{where}: '{key}' must be a string, got {value!r}")
     return value
@@ -276,7 +261,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         raise NMTError(f"--set {text!r}: expected KEY=VALUE, e.g. --set model.hidden_size=128")
     key, value = text.split("=", 1)
     try:
-        parsed = yaml.load(value, Loader=_Loader) if value.strip() else ""
+        parsed = yaml.load(value, Loader=Loader) if value.strip() else ""
     except yaml.YAMLError:
         parsed = value
     return key.strip().split("."), parsed
@@ -311,7 +296,7 @@ def read_yaml(path: Path | str) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise NMTError(f"{path}: cannot read config ({exc})") from None
     try:
-        return yaml.load(text, Loader=_Loader)
+        return yaml.load(text, Loader=Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""

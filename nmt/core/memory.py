@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import ctypes
 import os
-import resource
 import sys
+
+try:
+    import resource
+except ImportError:  # pragma: no cover - not POSIX (Windows): no getrusage
+    resource = None
 
 
 def rss_mib() -> float | None:
     """The resident set size now, in MiB: /proc/self/statm on Linux; None where the
-    system does not say (the peak, `peak_rss_mib`, is known everywhere)."""
+    system does not say (the peak, `peak_rss_mib`, is known on every POSIX system)."""
     try:
         with open("/proc/self/statm", encoding="ascii") as handle:
             resident = int(handle.read().split()[1])
@@ -19,9 +23,11 @@ def rss_mib() -> float | None:
     return resident * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def peak_rss_mib() -> float:
+def peak_rss_mib() -> float | None:
     """The largest resident set size this process has had, in MiB (getrusage's
-    ru_maxrss counts KiB on Linux and bytes on macOS)."""
+    ru_maxrss counts KiB on Linux and bytes on macOS); None where there is no getrusage."""
+    if resource is None:
+        return None
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
 

@@ -19,10 +19,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import uuid
 from pathlib import Path
 
-from nmt.core.errors import NMTError
+from nmt.core.errors import NMTError, one_line
 from nmt.core.locks import file_lock
 
 
@@ -48,13 +49,19 @@ class RunDir:
             shutil.copy2(model, self.spm / model.name)
 
     def read_scores(self) -> dict:
+        """{split: its scores}; a file that is not that (cut, or valid JSON of another
+        shape) is one line naming it."""
         if not self.scores.is_file():
             return {}
         try:
-            return json.loads(self.scores.read_text())
+            scores = json.loads(self.scores.read_text())
+            if not isinstance(scores, dict) or not all(isinstance(v, dict)
+                                                       for v in scores.values()):
+                raise ValueError("not a mapping of splits to their scores")
         except ValueError as exc:
-            raise NMTError(f"{self.scores}: unreadable ({exc}); delete it and run nmt evaluate "
-                           "again") from None
+            raise NMTError(f"{self.scores}: unreadable ({one_line(exc)}); delete it and run "
+                           "nmt evaluate again") from None
+        return scores
 
     def write_scores(self, split: str, entry: dict) -> None:
         """Set one split's entry: under a lock, so two `nmt evaluate` of one run keep both,
@@ -65,9 +72,24 @@ class RunDir:
             replace_text(self.scores, json.dumps(scores, indent=2, ensure_ascii=False) + "\n")
 
     def read_metrics(self) -> list[dict]:
+        """The logged records, in order. A line that is not a JSON object (the last one of a
+        process killed while writing it) is left out, and named on stderr."""
         if not self.metrics.is_file():
             return []
-        return [json.loads(line) for line in self.metrics.read_text().splitlines() if line]
+        records, skipped = [], []
+        for number, line in enumerate(self.metrics.read_text().splitlines(), 1):
+            try:
+                record = json.loads(line) if line.strip() else None
+            except ValueError:
+                record = "cut"
+            if isinstance(record, dict):
+                records.append(record)
+            elif record is not None:
+                skipped.append(str(number))
+        if skipped:
+            print(f"{self.metrics}: line{'s' * (len(skipped) > 1)} {', '.join(skipped)} not a "
+                  "JSON record (cut by a crash?); left out", file=sys.stderr)
+        return records
 
 
 def replace_text(path: Path, text: str) -> None:

@@ -179,15 +179,20 @@ def encode_split(cfg: Config, vocab_dir: Path, split: str) -> tuple[list[np.ndar
     for lang in (cfg.src_lang, cfg.tgt_lang):
         digest.update(_sha(directory / f"{split}.{lang}").encode())
     cache = vocab_dir / f"{split}.{digest.hexdigest()[:12]}.npz"
+    vocab = Vocab.from_dir(vocab_dir)
     if cache.is_file():
         try:
             with np.load(cache) as data:
-                return (_unflatten(data["src"], data["src_off"]),
-                        _unflatten(data["tgt"], data["tgt_off"]))
+                sides = [_side(data[name], data[f"{name}_off"], len(lines), size)
+                         for name, lines, size in (("src", src_lines, vocab.src_size),
+                                                   ("tgt", tgt_lines, vocab.tgt_size))]
+            if None not in sides:
+                return sides[0], sides[1]
+            print(f"{cache}: does not hold this split's {len(src_lines):,} encoded pairs; "
+                  f"encoding {split} again", file=sys.stderr)
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
             print(f"{cache}: unreadable ({one_line(exc)}); encoding {split} again",
                   file=sys.stderr)
-    vocab = Vocab.from_dir(vocab_dir)
     src = [np.asarray(ids, dtype=np.int32) for ids in vocab.encode_src(src_lines)]
     tgt = [np.asarray(ids, dtype=np.int32) for ids in vocab.encode_tgt(tgt_lines)]
     tmp = cache.with_name(f"{cache.stem}.tmp{os.getpid()}.npz")  # private to this process
@@ -211,3 +216,16 @@ def _offsets(arrays: list[np.ndarray]) -> np.ndarray:
 
 def _unflatten(flat: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:
     return [flat[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
+
+
+def _side(flat: np.ndarray, offsets: np.ndarray, count: int, size: int
+          ) -> list[np.ndarray] | None:
+    """One side of a cached split, or None when the arrays, readable as they may be, are
+    not `count` sentences of ids below `size` (another version's file, a hand's edit)."""
+    whole = (flat.ndim == 1 and offsets.ndim == 1 and len(offsets) == count + 1
+             and np.issubdtype(flat.dtype, np.integer)
+             and np.issubdtype(offsets.dtype, np.integer)
+             and offsets[0] == 0 and offsets[-1] == len(flat)
+             and bool((np.diff(offsets) >= 0).all())
+             and (not flat.size or (flat.min() >= 0 and flat.max() < size)))
+    return _unflatten(flat.astype(np.int32, copy=False), offsets) if whole else None

@@ -95,10 +95,16 @@ class CTranslate2Engine:
         # On the CPU, N threads are N one-thread workers, each decoding its own batch:
         # several threads on one batch were slower than one (docs/deploy.md, "Threads").
         # The float32 export, made (again) when stale, quantised at load to what is asked.
-        self.translator = open_translator(
-            run, checkpoint, device="cuda" if on_gpu else "cpu",
-            compute_type=quantize or "float32", intra_threads=1,
-            inter_threads=1 if on_gpu else torch.get_num_threads())
+        # CTranslate2 sets the calling thread's OpenMP count to its intra_threads, which is
+        # torch's count too: PyTorch runs decoded beside this engine keep their threads.
+        threads = torch.get_num_threads()
+        try:
+            self.translator = open_translator(
+                run, checkpoint, device="cuda" if on_gpu else "cpu",
+                compute_type=quantize or "float32", intra_threads=1,
+                inter_threads=1 if on_gpu else threads)
+        finally:
+            torch.set_num_threads(threads)
         # Sampling runs on PyTorch: CTranslate2 seeds each worker thread once, so its
         # samples cannot be drawn again from a seed (CTranslate2 issue 1757).
         self.sampler = sampler

@@ -9,7 +9,6 @@ import dataclasses
 from pathlib import Path
 
 from nmt.core.config import (
-    CHECKS,
     SECTIONS,
     Config,
     DataConfig,
@@ -19,6 +18,7 @@ from nmt.core.config import (
     read_yaml,
 )
 from nmt.core.errors import NMTError
+from nmt.core.fields import CHECKS
 from nmt.data.symmetrize import HEURISTICS
 from nmt.models import MODELS
 from nmt.models.attention import SCORERS

@@ -95,7 +95,7 @@ class Trainer:
             "guided": c.guided.weight > 0,
             "full_context": c.guided.full_context, "world": dist.world_size()})
 
-    def _time_precisions(self, precisions: list[str]) -> dict[str, float]:
+    def _time_precisions(self, precisions: list[str]) -> dict[str, list[float]]:
         """precision.time_steps on the plain model over batches spread across this epoch."""
         d, c = self.data, self.cfg
         spread = precision.spread(self.epoch_batches(self.progress.epoch))
