@@ -35,19 +35,19 @@ def predicted_centres(model, src_ids: list[int], tgt_ids: list[int]) -> torch.Te
     from nmt.models.attention import LocalWindow
 
     seen: list[torch.Tensor] = []
-    original = LocalWindow.centre
+    original = LocalWindow._position  # what the decoder's attend calls, step by step
 
     def recording(self, query, step, mask):
-        centre = original(self, query, step, mask)
-        seen.append(centre.detach().reshape(-1))
-        return centre
+        out = original(self, query, step, mask)
+        seen.append(out[0].detach().reshape(-1))
+        return out
 
-    LocalWindow.centre = recording
+    LocalWindow._position = recording
     try:
         with torch.no_grad():
             model(torch.tensor([src_ids]), torch.tensor([[BOS] + tgt_ids]))
     finally:
-        LocalWindow.centre = original
+        LocalWindow._position = original
     return torch.cat(seen)  # one entry per step: T = len(tgt_ids) + 1 (the EOS step)
 
 

@@ -161,6 +161,52 @@ def test_local_p_centre_uses_the_true_source_length():
     close(centre, [[by_hand], [4 * 0.5]])
 
 
+def test_diagonal_prior_starts_p_t_on_local_m_line_and_keeps_the_learned_shift():
+    """model.position_prior diagonal: p_t = S sigmoid(z_t + logit((min(t, S-1) + 1/2) / S)).
+    With z_t = 0 that is local-m's t + 1/2 (clamped at the last position); a learned z_t
+    moves it the way eq. 9 would; none keeps eq. 9's S / 2."""
+    diagonal = LocalWindow("local-p", 2, 2, prior="diagonal")
+    fill(diagonal.W_p.weight, [[0, 0], [0, 0]])
+    steps = torch.tensor([[0.0, 2.0, 5.0, 9.0]]).expand(2, 4)
+    centre = diagonal.centre(torch.zeros(2, 4, 2), steps, _mask(6, 4))
+    close(centre, [[0.5, 2.5, 5.5, 5.5], [0.5, 2.5, 3.5, 3.5]])
+    fill(diagonal.W_p.weight, [[1, 0], [0, 1]])
+    fill(diagonal.v_p.weight, [[2, -1]])
+    q = torch.tensor([[[0.5, -1.0]]])
+    z = 2 * math.tanh(0.5) - math.tanh(-1.0)
+    shifted = diagonal.centre(q, torch.tensor([[2.0]]), _mask(6))
+    close(shifted, [[6 * sigmoid(z + math.log(2.5 / 3.5))]])
+    paper = LocalWindow("local-p", 2, 2)
+    fill(paper.W_p.weight, [[0, 0], [0, 0]])
+    close(paper.centre(torch.zeros(1, 4, 2), steps[:1], _mask(6)), [[3.0] * 4])
+
+
+def test_position_hold_detaches_the_predictor_for_its_steps_in_training_only():
+    """local.position_hold N: at trainer steps 1..N no gradient reaches W_p and v_p, and p_t is
+    the same as without the hold; from step N + 1, and in eval mode, the predictor learns."""
+    local = LocalWindow("local-p", 2, 2, aids=LocalConfig(position_hold=3), prior="diagonal")
+    query = torch.tensor([[[0.5, -1.0], [0.2, 0.3]]], requires_grad=True)
+    steps = torch.tensor([[0.0, 1.0]])
+
+    def grads(step: int, training: bool = True) -> tuple[float, torch.Tensor]:
+        local.train(training)
+        local.at_step(step)
+        local.zero_grad()
+        query.grad = None
+        centre = local.centre(query, steps, _mask(6))
+        centre.sum().backward(retain_graph=True) if centre.requires_grad else None
+        weight = local.v_p.weight.grad
+        return (0.0 if weight is None else float(weight.abs().sum())), centre.detach()
+
+    held, held_centre = grads(3)
+    assert held == 0.0 and query.grad is None  # nor does any reach h_t through z
+    free, free_centre = grads(4)
+    assert free > 0 and query.grad is not None
+    torch.testing.assert_close(held_centre, free_centre)
+    assert grads(2, training=False)[0] > 0  # eval mode: the model as it is
+    assert LocalWindow("local-p", 2, 2).holding is False  # no trainer: never held
+
+
 def _uniform_local_p(D: int, gaussian: str = "multiply") -> LocalWindow:
     """local-p with W_p = 0, so p_t = S / 2."""
     local = _window("local-p", D, gaussian)

@@ -156,10 +156,10 @@ def _aided(local: dict, **model):
 def test_departure_options_default_to_the_papers_and_are_validated():
     cfg = config_from_dict({"model": {"family": "bahdanau"}})
     m, aids = cfg.model, cfg.local
-    assert (m.readout, m.memory, m.decoder_init, m.gaussian) == (
-        "maxout", "states", "copy", "multiply")
+    assert (m.readout, m.memory, m.decoder_init, m.gaussian, m.position_prior) == (
+        "maxout", "states", "copy", "multiply", "none")
     assert (aids.window_start, aids.window_steps, aids.position_limit,
-            aids.position_guide) == (0, 0, 0.0, 0.0)
+            aids.position_guide, aids.position_hold) == (0, 0, 0.0, 0.0, 0)
     local_p = {"family": "luong", "attention": "local-p", "window": 10}
     with pytest.raises(NMTError, match="local.window_start.*larger than 'model.window'"):
         _aided({"window_start": 10, "window_steps": 100}, **local_p)
@@ -169,14 +169,18 @@ def test_departure_options_default_to_the_papers_and_are_validated():
         _aided({"window_start": 30, "window_steps": 100}, family="luong", attention="global")
     _aided({"window_start": 30, "window_steps": 100}, **local_p)
     _aided({"window_start": 30, "window_steps": 100}, **{**local_p, "attention": "local-m"})
-    for key in ("position_limit", "position_guide"):
+    for key in ("position_limit", "position_guide", "position_hold"):
         with pytest.raises(NMTError, match=f"local.{key}.*attention' is local-m"):
-            _aided({key: 3.0}, family="luong", attention="local-m")
+            _aided({key: 3}, family="luong", attention="local-m")
         with pytest.raises(NMTError, match=f"local.{key}.*attention' is none"):
-            _aided({key: 3.0}, family="transformer")
+            _aided({key: 3}, family="transformer")
         with pytest.raises(NMTError, match=f"local.{key}"):
-            _aided({key: -1.0}, **local_p)
-        _aided({key: 3.0}, **local_p)
+            _aided({key: -1}, **local_p)
+        _aided({key: 3}, **local_p)
+    for attention in ("global", "local-m"):
+        with pytest.raises(NMTError, match=f"model.position_prior.*is {attention}"):
+            _config(family="luong", attention=attention, position_prior="diagonal")
+    _config(family="luong", attention="local-p", position_prior="diagonal")
     with pytest.raises(NMTError, match="'model.window_start' is now 'local.window_start'"):
         _config(family="luong", attention="local-p", window_start=30)
     for gone in ("position_lr", "renormalise_steps"):

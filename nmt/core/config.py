@@ -87,6 +87,8 @@ class ModelConfig:
     #   (paper; a bidirectional encoder's forward ones) | bridge: s_0 = tanh(W h_N)
     gaussian: str = one_of("multiply", "renormalise")  # luong local-p: align(h_t, h_s) * Gaussian, not renormalised
     #   (paper, eq. 10) | renormalise: the Gaussian as a log-bias inside the window's softmax
+    position_prior: str = one_of("none", "diagonal")  # luong local-p: p_t = S sigmoid(z_t) (paper, eq. 9) |
+    #   diagonal: S sigmoid(z_t + logit((min(t, S-1) + 1/2) / S)), z_t learned: starts on local-m's line
     readout: str = one_of("maxout", "tanh")  # fixed_context, bahdanau: maxout over pairs of units (papers) | tanh
     heads: int = positive(4)  # transformer attention heads
     ff_size: int = positive(1024)  # transformer feed-forward size
@@ -109,6 +111,9 @@ class LocalConfig:
     # local-p: add guide * the squared distance (in sigmas) from p_t to where the scores
     # over the whole source point (0 = off)
     position_guide: float = non_negative(0.0)
+    # local-p: no gradient reaches p_t's predictor (W_p, v_p) in the first position_hold
+    # steps, so the window stays where it starts while the scores learn to align (0 = off)
+    position_hold: int = non_negative(0)
 
 
 @dataclass(frozen=True)

@@ -131,7 +131,10 @@ class LocalWindow(nn.Module):
     (eq. 9) with S the true source length, and the window's weights are multiplied
     by exp(-(s - p_t)^2 / (2 sigma^2)), sigma = D / 2 (eq. 10). `gaussian`:
     "multiply" is the paper (not renormalised); "renormalise" adds the Gaussian as
-    a log-bias before the window's softmax, so the weights sum to one.
+    a log-bias before the window's softmax, so the weights sum to one. `prior`: "none" is
+    the paper; "diagonal" adds logit((min(t, S - 1) + 1/2) / S) to z_t = v_p^T tanh(W_p h_t),
+    so p_t starts where local-m puts it (t + 1/2) and the predictor learns how far to move
+    from there (docs/faithfulness.md; docs/experiments/2026-12-05-local-p-start.md).
 
     `aids` (config section `local`; none is in the paper, all off by default, none
     changes evaluation; docs/faithfulness.md):
@@ -145,21 +148,28 @@ class LocalWindow(nn.Module):
       sigma, q the softmax of the (detached) scores over the whole source, not only the
       window: the cross-entropy from q to the Gaussian. Its gradient pulls p_t toward the
       position the model's own scores prefer, as if its window saw the whole sentence.
+    - position_hold: in the first position_hold training steps (`at_step`) z is detached, so
+      p_t stays where the predictor starts (with prior "diagonal": local-m's line) while the
+      scores learn to align; the early loss would otherwise drive p_t to an edge of the
+      source, where the sigmoid is flat (docs/experiments/2026-12-05-local-p-start.md).
     The last two are returned by `attend` per target position, in training only, for the
     training loss to add (nothing is kept between the forward pass and the loss).
     """
 
     def __init__(self, kind: str, window: int, query_size: int, gaussian: str = "multiply",
-                 aids: LocalConfig = LocalConfig()):
+                 aids: LocalConfig = LocalConfig(), prior: str = "none"):
         super().__init__()
         self.kind, self.window, self.gaussian, self.aids = kind, window, gaussian, aids
+        self.prior = prior
         self.half_width = float(window)  # the training half-width (at_step)
+        self.holding = False  # position_hold: z detached in training (at_step)
         if kind == "local-p":
             self.W_p = nn.Linear(query_size, query_size, bias=False)
             self.v_p = nn.Linear(query_size, 1, bias=False)
 
     def at_step(self, step: int) -> None:
         """The training half-width for optimiser step `step` (1-based)."""
+        self.holding = step <= self.aids.position_hold
         start, steps = self.aids.window_start, self.aids.window_steps
         if start:
             self.half_width = start + (self.window - start) * min(step / steps, 1.0)
@@ -176,7 +186,13 @@ class LocalWindow(nn.Module):
         with torch.autocast(query.device.type, enabled=False):
             hidden = torch.tanh(self.W_p(query.float()))
             logit = self.v_p(hidden).squeeze(-1)  # z: (B, T)
-        return length * torch.sigmoid(logit), logit
+            if self.holding and self.training:
+                logit = logit.detach()
+            shift = 0.0
+            if self.prior == "diagonal":  # the share (t + 1/2) / S of local-m's p_t, as a logit
+                share = (torch.minimum(step.float(), length - 1) + 0.5) / length
+                shift = torch.log(share) - torch.log1p(-share)
+        return length * torch.sigmoid(logit + shift), logit
 
     def centre(self, query: Tensor, step: Tensor, mask: Tensor) -> Tensor:
         """p_t (B, T) for query (B, T, H), step (B, T) target positions, mask (B, S)."""

@@ -135,7 +135,7 @@ def _validate_local(cfg: Config, where: str) -> None:
                        f"the window shrinks from: make it larger than 'model.window' "
                        f"({m.window}) and set 'local.window_steps' > 0, or set window_start: 0 "
                        "(the paper)")
-    for key in ("position_limit", "position_guide"):
+    for key in ("position_limit", "position_guide", "position_hold"):
         if getattr(aids, key) and not (local and m.attention == "local-p"):
             raise NMTError(f"{where}: 'local.{key}' acts on local-p's predicted position, but "
                            f"'model.attention' is {m.attention if m.family == 'luong' else 'none'}"
@@ -149,6 +149,10 @@ def _validate_luong(m: ModelConfig, where: str) -> None:
                        "are 2H wide with 'model.bidirectional' true: set bidirectional: false "
                        "(the paper's encoder) or memory: projected (a learned map: dot then has "
                        "the same function class as general)")
+    if m.position_prior != "none" and m.attention != "local-p":
+        raise NMTError(f"{where}: 'model.position_prior' shifts local-p's predicted position, "
+                       f"but 'model.attention' is {m.attention}: set attention: local-p or "
+                       "position_prior: none")
     if m.decoder_init == "copy" and m.enc_layers != m.dec_layers:
         raise NMTError(f"{where}: 'model.decoder_init' copy needs 'model.enc_layers' "
                        f"({m.enc_layers}) == 'model.dec_layers' ({m.dec_layers}); "

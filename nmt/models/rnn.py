@@ -222,7 +222,8 @@ class Luong(_RNNModel):
         self.memory = nn.Linear(enc_out, H, bias=False) if projected else nn.Identity()
         mem = H if projected else enc_out  # size of h_s as the score and context see it
         self.score = SCORERS[cfg.score](H, mem, H)
-        self.local = (LocalWindow(cfg.attention, cfg.window, H, cfg.gaussian, local)
+        self.local = (LocalWindow(cfg.attention, cfg.window, H, cfg.gaussian, local,
+                                  cfg.position_prior)
                       if cfg.attention != "global" else None)
         self.W_c = nn.Linear(mem + H, H, bias=False)
 
