@@ -97,6 +97,7 @@ def test_a_cut_array_is_encoded_again(root, capsys, name):
     good = [[ids.copy() for ids in side] for side in encode_split(cfg, vocab_dir, "val")]
     path = _store(vocab_dir, "val") / name
     path.write_bytes(path.read_bytes()[:-3])
+    (path.parent.parent / f"{path.parent.name}.tmp99999").mkdir()  # a killed writer's
     capsys.readouterr()
     src, tgt = encode_split(cfg, vocab_dir, "val")
     err = capsys.readouterr().err

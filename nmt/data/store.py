@@ -10,7 +10,9 @@ the machine shares them through the page cache.
 
 The store is written whole or not at all: chunks of lines are streamed from the text
 files, encoded (by a pool of worker processes above PARALLEL_PAIRS pairs), appended to the
-arrays in a private folder, and the folder is renamed into place under a lock.
+arrays in a private folder, and the folder is renamed into place under a lock. The workers
+are spawned, so a script that encodes a large split guards its entry point with
+`if __name__ == "__main__":`, as multiprocessing requires.
 """
 
 from __future__ import annotations
@@ -156,8 +158,10 @@ def _fits(flat: np.ndarray, offsets: np.ndarray, count: int, size: int) -> bool:
 def _write_store(store: Path, paths: tuple[Path, Path], count: int, vocab_dir: Path,
                  vocab: Vocab, split: str) -> None:
     """Encode the split into a private folder, then rename it to `store` in one step."""
+    for suffix in ("tmp", "old"):  # a killed writer's folders (this process holds the lock)
+        for stale in store.parent.glob(f"{store.name}.{suffix}*"):
+            shutil.rmtree(stale, ignore_errors=True)
     tmp = store.with_name(f"{store.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
         dtypes = (token_dtype(vocab.src_size), token_dtype(vocab.tgt_size))
