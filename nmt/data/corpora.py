@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -47,6 +48,14 @@ def read_lines(path: Path) -> list[str]:
     if lines and lines[-1] == b"":
         lines.pop()
     return [_decode(line, path, number) for number, line in enumerate(lines, 1)]
+
+
+def head_lines(path: Path, count: int) -> list[str]:
+    """The first `count` lines of a text file as `read_lines` gives them, without reading
+    the rest."""
+    with open(path, "rb") as handle:
+        return [_decode(line.removesuffix(b"\n"), path, number)
+                for number, line in enumerate(itertools.islice(handle, count), 1)]
 
 
 def iter_lines(handle: BinaryIO | TextIO, name: str | Path) -> Iterator[str]:

@@ -136,9 +136,10 @@ def open_store(store: Path, count: int, vocab: Vocab) -> tuple[tuple | None, str
         try:
             flat = np.load(store / f"{side}.npy", mmap_mode="r")
             offsets = np.load(store / f"{side}_off.npy", mmap_mode="r")
+            fits = _fits(flat, offsets, count, size)
         except (OSError, ValueError, EOFError) as exc:  # missing, cut, not an array
             return None, f"unreadable ({one_line(exc)})"
-        if not _fits(flat, offsets, count, size):
+        if not fits:
             return None, f"does not hold this split's {count:,} encoded pairs"
         sides.append(Ragged(flat, offsets))
     return (sides[0], sides[1]), ""
@@ -146,13 +147,29 @@ def open_store(store: Path, count: int, vocab: Vocab) -> tuple[tuple | None, str
 
 def _fits(flat: np.ndarray, offsets: np.ndarray, count: int, size: int) -> bool:
     """Whether the arrays are `count` sentences of ids below `size` (not another version's
-    file or a hand's edit)."""
-    return (flat.ndim == 1 and offsets.ndim == 1 and len(offsets) == count + 1
+    file or a hand's edit); read block by block from the files."""
+    if not (flat.ndim == 1 and offsets.ndim == 1 and len(offsets) == count + 1
             and np.issubdtype(flat.dtype, np.integer)
             and np.issubdtype(offsets.dtype, np.integer)
-            and offsets[0] == 0 and offsets[-1] == len(flat)
-            and bool((np.diff(offsets) >= 0).all())
-            and (not flat.size or (int(flat.min()) >= 0 and int(flat.max()) < size)))
+            and offsets[0] == 0 and offsets[-1] == len(flat)):
+        return False
+    last = 0
+    for block in _blocks(offsets):
+        if block[0] < last or (np.diff(block) < 0).any():
+            return False
+        last = block[-1]
+    return all(block.min() >= 0 and block.max() < size for block in _blocks(flat))
+
+
+def _blocks(array: np.memmap, rows: int = 1 << 22) -> Iterator[np.ndarray]:
+    """A memory-mapped array's values in blocks, read from its file rather than through the
+    map, so a check leaves none of its pages in this process's memory."""
+    left = array.nbytes
+    with open(array.filename, "rb") as handle:
+        handle.seek(array.offset)
+        while left > 0 and (block := handle.read(min(left, rows * array.itemsize))):
+            left -= len(block)
+            yield np.frombuffer(block, dtype=array.dtype)
 
 
 def _write_store(store: Path, paths: tuple[Path, Path], count: int, vocab_dir: Path,

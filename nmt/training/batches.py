@@ -11,7 +11,7 @@ from pathlib import Path
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
 from nmt.data.batching import filter_long, join_pairs
-from nmt.data.corpora import load_split
+from nmt.data.corpora import head_lines, load_split, split_paths
 from nmt.data.store import encode_split
 from nmt.data.subwords import Vocab, prepare_vocab
 from nmt.training import distributed as dist
@@ -52,8 +52,9 @@ def load_data(cfg: Config) -> Data:
     if not len(keep):
         raise NMTError(f"no training pairs of at most data.max_len={cfg.data.max_len} subwords")
     v_src, v_tgt = encode_split(cfg, vocab_dir, cfg.data.valid)
-    _, refs = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, cfg.data.valid)
-    n = cfg.train.valid_sentences or len(v_src)
+    n = min(cfg.train.valid_sentences or len(v_src), len(v_src))
+    refs = head_lines(split_paths(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair,
+                                  cfg.data.valid)[1], n)  # the first n, not the whole split
     pairs, kept = len(src), len(keep)
     text = None
     if cfg.vocab.sampling_alpha:  # max_len filters on the best segmentation
