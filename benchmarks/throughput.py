@@ -35,7 +35,8 @@ def measure(family: str, steps: int, sentences: int, threads: int, runs_dir: Pat
     bound_kernel_cache()  # as the trainer does
     import torch
 
-    from nmt.data.subwords import Vocab, encode_split, prepare_vocab
+    from nmt.data.store import encode_split
+    from nmt.data.subwords import Vocab, prepare_vocab
     from nmt.models import build_model
     from nmt.models.checks import load_config
 
@@ -73,7 +74,8 @@ def probe(family: str, threads: int) -> dict:
     import torch
 
     from nmt.data.batching import iterate_batches, token_batches
-    from nmt.data.subwords import Vocab, encode_split, prepare_vocab
+    from nmt.data.store import encode_split
+    from nmt.data.subwords import Vocab, prepare_vocab
     from nmt.models import build_model
     from nmt.models.checks import load_config
     from nmt.training import distributed as dist

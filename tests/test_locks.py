@@ -11,7 +11,8 @@ from tests.test_subwords import _cfg, _make_corpus
 
 
 def _prepare(root: str, barrier, queue) -> None:
-    from nmt.data.subwords import Vocab, encode_split, prepare_vocab
+    from nmt.data.store import encode_split
+    from nmt.data.subwords import Vocab, prepare_vocab
 
     cfg = _cfg(Path(root))
     barrier.wait()

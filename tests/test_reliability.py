@@ -29,7 +29,8 @@ import nmt.training.trainer
 from nmt.core.checkpoint import FORMAT, load_checkpoint, save_checkpoint
 from nmt.core.errors import NMTError
 from nmt.data.corpora import SYNTH_PAIR
-from nmt.data.subwords import encode_split, prepare_vocab
+from nmt.data.store import encode_split
+from nmt.data.subwords import prepare_vocab
 from nmt.data.synth import write_synth
 from nmt.models.checks import load_config
 from nmt.models.runs import load_run

@@ -14,7 +14,8 @@ from nmt.core.config import Config
 from nmt.core.errors import NMTError
 from nmt.core.tokens import BOS, EOS, PAD, UNK
 from nmt.data.pipeline import download
-from nmt.data.subwords import Vocab, encode_split, prepare_vocab
+from nmt.data.store import encode_split
+from nmt.data.subwords import Vocab, prepare_vocab
 from nmt.models.checks import config_from_dict
 
 DE_TEXT = ("ein eine der die das zwei drei mann frau kind hund katze mädchen junge spielt "
@@ -144,7 +145,7 @@ def test_encode_split_ids(root, joint):
     vocab = Vocab.from_dir(vocab_dir)
     src, tgt = encode_split(cfg, vocab_dir, "train")
     assert len(src) == len(tgt) == 200
-    assert all(ids.dtype == np.int32 for ids in src + tgt)
+    assert all(ids.dtype == np.int32 for ids in list(src) + list(tgt))
     assert all(len(ids) >= 2 and ids[-1] == EOS for ids in src)  # source ends with EOS
     assert all(EOS not in ids[:-1] and BOS not in ids and PAD not in ids for ids in src)
     assert all(len(ids) and EOS not in ids and BOS not in ids for ids in tgt)
@@ -158,7 +159,9 @@ def test_encoded_split_cache_is_reused(root, monkeypatch):
     cfg = _cfg(root)
     vocab_dir = prepare_vocab(cfg)
     src, tgt = encode_split(cfg, vocab_dir, "val")
-    assert len(list(vocab_dir.glob("val.*.npz"))) == 1
+    (store,) = vocab_dir.glob("val.*")
+    assert sorted(p.name for p in store.iterdir()) == ["src.npy", "src_off.npy", "tgt.npy",
+                                                       "tgt_off.npy"]
     assert not list(vocab_dir.glob("*.tmp*"))
 
     def fail(self, lines):
@@ -168,7 +171,7 @@ def test_encoded_split_cache_is_reused(root, monkeypatch):
     monkeypatch.setattr(Vocab, "encode_tgt", fail)
     src2, tgt2 = encode_split(cfg, vocab_dir, "val")
     assert len(src2) == len(src) and len(tgt2) == len(tgt)
-    assert all(np.array_equal(a, b) for a, b in zip(src + tgt, src2 + tgt2))
+    assert all(np.array_equal(a, b) for a, b in zip([*src, *tgt], [*src2, *tgt2]))
     # a changed split is encoded again (and here it must fail, proving the cache was not used)
     val_de = root / "multi30k" / "de-en" / "val.de"
     val_de.write_text(val_de.read_text(encoding="utf-8").replace(".\n", " neu.\n", 1),

@@ -119,11 +119,8 @@ def data_synth(
 @data_app.command("prepare")
 def data_prepare(config: ConfigOpt, set_: SetOpt = None) -> None:
     """Train (or reuse) the SentencePiece model(s) and encode the splits of a config."""
-    from nmt.data.subwords import (  # start-up: `nmt --help` imports no torch
-        Vocab,
-        encode_split,
-        prepare_vocab,
-    )
+    from nmt.data.store import encode_split  # start-up: `nmt --help` imports no torch
+    from nmt.data.subwords import Vocab, prepare_vocab  # start-up: `nmt --help` imports no torch
     from nmt.models.checks import load_config  # start-up: `nmt --help` imports no torch
 
     cfg = load_config(config, set_ or [])
@@ -131,7 +128,7 @@ def data_prepare(config: ConfigOpt, set_: SetOpt = None) -> None:
     vocab = Vocab.from_dir(vocab_dir)
     for split in (cfg.data.train, cfg.data.valid, cfg.data.test):
         src, tgt = encode_split(cfg, vocab_dir, split)
-        typer.echo(f"{split}: {len(src)} pairs, {sum(map(len, tgt))} target pieces")
+        typer.echo(f"{split}: {len(src)} pairs, {int(tgt.lengths().sum())} target pieces")
     typer.echo(f"vocabulary {vocab.src_size}/{vocab.tgt_size} pieces in {vocab_dir}")
 
 

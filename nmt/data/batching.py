@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from nmt.core.tokens import BOS, EOS, PAD
+from nmt.data.store import lengths_of
 
 
 @dataclass
@@ -61,51 +62,85 @@ def pad_guides(guides: list, tgt_width: int, src_width: int) -> torch.Tensor:
     return out
 
 
+def pair_lengths(src, tgt) -> np.ndarray:
+    """(n, 2) source and target lengths of the pairs (a store's from its offsets)."""
+    return np.stack([lengths_of(src), lengths_of(tgt)], axis=1)
 
-def filter_long(src: list[np.ndarray], tgt: list[np.ndarray], max_len: int) -> list[int]:
+
+def filter_long(src, tgt, max_len: int) -> np.ndarray:
     """Indices of pairs whose sides are non-empty and at most `max_len` subwords."""
-    return [i for i, (s, t) in enumerate(zip(src, tgt))
-            if 1 < len(s) <= max_len + 1 and 0 < len(t) <= max_len]
+    s, t = lengths_of(src), lengths_of(tgt)
+    return np.flatnonzero((s > 1) & (s <= max_len + 1) & (t > 0) & (t <= max_len))
 
 
-def join_pairs(src: list[np.ndarray], tgt: list[np.ndarray], indices: list[int], most: int,
-               seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+class Joined:
+    """One side of `join_pairs`' examples as a view: example j joins the pairs
+    `order[starts[j]:starts[j + 1]]` of `side` when it is read (nothing is copied)."""
+
+    def __init__(self, side, order: np.ndarray, starts: np.ndarray, source: bool):
+        self.side, self.order, self.starts, self.source = side, order, starts, source
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def __getitem__(self, j: int) -> np.ndarray:
+        run = self.order[self.starts[j]:self.starts[j + 1]]
+        if not self.source:
+            return np.concatenate([self.side[i] for i in run])
+        return np.concatenate([self.side[i][:-1] for i in run[:-1]] + [self.side[run[-1]]])
+
+    def __iter__(self):
+        return (self[j] for j in range(len(self)))
+
+    def lengths(self) -> np.ndarray:
+        """Every example's length from the pairs' lengths (a source run loses an EOS per
+        joint)."""
+        total = np.add.reduceat(lengths_of(self.side)[self.order], self.starts[:-1])
+        return total - (np.diff(self.starts) - 1) if self.source else total
+
+
+def join_pairs(src, tgt, indices, most: int, seed: int) -> tuple[Joined, Joined]:
     """Longer training examples: the pairs at `indices`, shuffled, cut into runs of 1..`most`
     (sizes drawn uniformly), each run joined into one pair. Every pair is used once; only
     the last source of a run keeps its EOS, so a joined source reads as one sentence."""
-    order = list(indices)
+    order = [int(i) for i in indices]
     rng = random.Random(seed)
     rng.shuffle(order)
-    joined_src, joined_tgt, start = [], [], 0
-    while start < len(order):
-        run = order[start:start + rng.randint(1, most)]
-        start += len(run)
-        joined_src.append(np.concatenate([src[i][:-1] for i in run[:-1]] + [src[run[-1]]]))
-        joined_tgt.append(np.concatenate([tgt[i] for i in run]))
-    return joined_src, joined_tgt
+    starts = [0]
+    while starts[-1] < len(order):
+        starts.append(min(starts[-1] + rng.randint(1, most), len(order)))
+    order_arr, starts_arr = np.asarray(order, np.int64), np.asarray(starts, np.int64)
+    return Joined(src, order_arr, starts_arr, True), Joined(tgt, order_arr, starts_arr, False)
 
 
-def token_batches(lengths: list[tuple[int, int]], batch_tokens: int, seed: int | None,
-                  indices: list[int] | None = None) -> list[list[int]]:
+def token_batches(lengths, batch_tokens: int, seed: int | None, indices=None
+                  ) -> list[list[int]]:
     """Group indices into batches whose padded size (B * max len) stays under the budget.
 
+    `lengths`: (n, 2) source and target lengths (`pair_lengths`, or a list of pairs).
     Pairs are sorted by length (with random tie-breaking when `seed` is given) so
     batches carry little padding; batch order is shuffled with the same seed.
     """
-    order = list(range(len(lengths))) if indices is None else list(indices)
+    lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
+    order = (np.arange(len(lengths)) if indices is None
+             else np.asarray(indices, dtype=np.int64).reshape(-1))
     rng = random.Random(seed)
-    noise = {i: rng.random() for i in order} if seed is not None else {i: 0.0 for i in order}
-    order.sort(key=lambda i: (lengths[i][1], lengths[i][0], noise[i]))
-    batches, current, longest = [], [], 0
-    for i in order:
-        size = max(longest, lengths[i][0], lengths[i][1] + 1)
-        if current and size * (len(current) + 1) > batch_tokens:
-            batches.append(current)
-            current, size = [], max(lengths[i][0], lengths[i][1] + 1)
-        current.append(i)
+    noise = (np.fromiter((rng.random() for _ in range(len(order))), float, len(order))
+             if seed is not None else np.zeros(len(order)))
+    src, tgt = lengths[order, 0], lengths[order, 1]
+    sort = np.lexsort((noise, src, tgt))  # stable: ties keep the order of `indices`
+    order = order[sort]
+    widths = np.maximum(src[sort], tgt[sort] + 1).tolist()
+    cuts, count, longest = [0], 0, 0
+    for k, width in enumerate(widths):
+        size = max(longest, width)
+        if count and size * (count + 1) > batch_tokens:
+            cuts.append(k)
+            count, size = 0, width
+        count += 1
         longest = size
-    if current:
-        batches.append(current)
+    cuts.append(len(widths))
+    batches = [order[a:b].tolist() for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
     if seed is not None:
         rng.shuffle(batches)
     return batches

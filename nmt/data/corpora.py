@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -47,6 +48,14 @@ def read_lines(path: Path) -> list[str]:
     if lines and lines[-1] == b"":
         lines.pop()
     return [_decode(line, path, number) for number, line in enumerate(lines, 1)]
+
+
+def head_lines(path: Path, count: int) -> list[str]:
+    """The first `count` lines of a text file as `read_lines` gives them, without reading
+    the rest."""
+    with open(path, "rb") as handle:
+        return [_decode(line.removesuffix(b"\n"), path, number)
+                for number, line in enumerate(itertools.islice(handle, count), 1)]
 
 
 def iter_lines(handle: BinaryIO | TextIO, name: str | Path) -> Iterator[str]:
@@ -180,6 +189,12 @@ def _ensure_reverse(forward: Path, reverse: Path) -> None:
 
 def load_split(root: Path, corpus: str, pair: str, split: str) -> tuple[list[str], list[str]]:
     """Load a prepared split; a missing corpus says which `nmt data` command makes it."""
+    return read_parallel(*split_paths(root, corpus, pair, split))
+
+
+def split_paths(root: Path, corpus: str, pair: str, split: str) -> tuple[Path, Path]:
+    """The source and target files of a prepared split, checked to exist (a missing corpus
+    says which `nmt data` command makes it); read by `load_split` or streamed."""
     if corpus == "synth":
         ensure_synth(root)
     directory = corpus_dir(root, corpus, pair)
@@ -197,7 +212,7 @@ def load_split(root: Path, corpus: str, pair: str, split: str) -> tuple[list[str
         hint = (f"import {corpus} {pair} (or {tgt}-{src}: one import serves both directions) "
                 f"with {verb}, or check data.corpus / data.pair in the config")
         raise NMTError(f"{missing}: not found; {hint}")
-    return read_parallel(src_path, tgt_path)
+    return src_path, tgt_path
 
 
 def corpus_gold(cfg: Config, split: str) -> Path | None:

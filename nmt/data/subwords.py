@@ -8,11 +8,12 @@ splits instead of training again.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import random
 import shutil
-import sys
-import zipfile
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -23,7 +24,8 @@ from nmt.core.config import Config
 from nmt.core.errors import NMTError, one_line
 from nmt.core.locks import file_lock
 from nmt.core.tokens import BOS, EOS, PAD, UNK
-from nmt.data.corpora import corpus_dir, load_split, normalise
+from nmt.data.corpora import corpus_dir, iter_lines, normalise, split_paths
+from nmt.data.folder import sha256_file
 
 
 class Vocab:
@@ -110,31 +112,71 @@ def _load_model(path: Path):
 
 
 def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return sha256_file(path)  # streamed in blocks
+
+
+SAMPLE_SENTENCES = 2_000_000  # SentencePiece trains on at most this many lines
+SAMPLE_BYTES = 256 << 20  # ... and at most this many bytes of them
+SAMPLE_SEED = 1234  # the draw of a larger corpus's sample
+
+
+def training_sample(files: list[Path], sentences: int = SAMPLE_SENTENCES,
+                    size: int = SAMPLE_BYTES) -> Iterator[str]:
+    """The lines SentencePiece trains on, streamed: every line of `files` in order when
+    they are within both bounds, otherwise a seeded draw of each line with the probability
+    that fills the tighter bound (cut at the bounds), never a whole file in memory."""
+    lines = sum(_count_lines(path) for path in files)
+    total = sum(path.stat().st_size for path in files)
+    keep = min(1.0, sentences / max(lines, 1), size / max(total, 1))
+    rng, taken, taken_bytes = random.Random(SAMPLE_SEED), 0, 0
+    for path in files:
+        with open(path, "rb") as handle:
+            for line in iter_lines(handle, path):
+                if keep < 1.0 and rng.random() >= keep:
+                    continue
+                taken, taken_bytes = taken + 1, taken_bytes + len(line.encode()) + 1
+                if taken > sentences or taken_bytes > size:
+                    return
+                yield line
+
+
+def _count_lines(path: Path) -> int:
+    lines, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            lines, last = lines + block.count(b"\n"), block[-1:]
+    return lines + (last != b"\n")
 
 
 def _train_one(lines_files: list[Path], prefix: Path, cfg: Config) -> None:
-    text = prefix.with_suffix(".txt")
-    with open(text, "w", encoding="utf-8") as out:
-        out.writelines(path.read_text(encoding="utf-8") for path in lines_files)
+    """One model from `training_sample` of `lines_files`, fed to SentencePiece line by line
+    (no concatenated copy). The model comes back in memory, so it records no file path or
+    prefix: the same lines and options give the same bytes."""
+    model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
-            input=str(text), model_prefix=str(prefix), vocab_size=cfg.vocab.size,
+            sentence_iterator=training_sample(lines_files), model_writer=model,
+            vocab_size=cfg.vocab.size,
             model_type=cfg.vocab.model_type, character_coverage=cfg.vocab.character_coverage,
             normalization_rule_name=cfg.vocab.normalization,
             pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS, hard_vocab_limit=False,
-            input_sentence_size=2_000_000, shuffle_input_sentence=True,
+            input_sentence_size=SAMPLE_SENTENCES, shuffle_input_sentence=True,
             minloglevel=2, num_threads=2,
         )
     except RuntimeError as exc:
-        raise NMTError(f"SentencePiece training failed on {text}: {exc}") from None
-    text.unlink()
+        names = ", ".join(str(path) for path in lines_files)
+        raise NMTError(f"SentencePiece training failed on {names}: {one_line(exc)}") from None
+    prefix.with_suffix(".model").write_bytes(model.getvalue())
+    trained = spm.SentencePieceProcessor(model_proto=model.getvalue())  # the pieces, to read
+    prefix.with_suffix(".vocab").write_text("".join(
+        f"{trained.id_to_piece(i)}\t{trained.get_score(i):g}\n"
+        for i in range(trained.get_piece_size())), encoding="utf-8")
 
 
 def prepare_vocab(cfg: Config) -> Path:
     """Train (or reuse) the SentencePiece model(s) for `cfg`; returns their folder."""
     root = Path(cfg.data.root)
-    load_split(root, cfg.data.corpus, cfg.data.pair, cfg.data.train)  # validates the split
+    split_paths(root, cfg.data.corpus, cfg.data.pair, cfg.data.train)  # validates the split
     directory = corpus_dir(root, cfg.data.corpus, cfg.data.pair)
     src_file = directory / f"{cfg.data.train}.{cfg.src_lang}"
     tgt_file = directory / f"{cfg.data.train}.{cfg.tgt_lang}"
@@ -168,64 +210,3 @@ def _train_vocab(cfg: Config, src_file: Path, tgt_file: Path, key: str, out: Pat
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-
-def encode_split(cfg: Config, vocab_dir: Path, split: str) -> tuple[list[np.ndarray],
-                                                                    list[np.ndarray]]:
-    """Encoded (source, target) id arrays for a split, cached next to the vocabulary."""
-    root = Path(cfg.data.root)
-    src_lines, tgt_lines = load_split(root, cfg.data.corpus, cfg.data.pair, split)
-    directory = corpus_dir(root, cfg.data.corpus, cfg.data.pair)
-    digest = hashlib.sha256()
-    for lang in (cfg.src_lang, cfg.tgt_lang):
-        digest.update(_sha(directory / f"{split}.{lang}").encode())
-    cache = vocab_dir / f"{split}.{digest.hexdigest()[:12]}.npz"
-    vocab = Vocab.from_dir(vocab_dir)
-    if cache.is_file():
-        try:
-            with np.load(cache) as data:
-                sides = [_side(data[name], data[f"{name}_off"], len(lines), size)
-                         for name, lines, size in (("src", src_lines, vocab.src_size),
-                                                   ("tgt", tgt_lines, vocab.tgt_size))]
-            if None not in sides:
-                return sides[0], sides[1]
-            print(f"{cache}: does not hold this split's {len(src_lines):,} encoded pairs; "
-                  f"encoding {split} again", file=sys.stderr)
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
-            print(f"{cache}: unreadable ({one_line(exc)}); encoding {split} again",
-                  file=sys.stderr)
-    src = [np.asarray(ids, dtype=np.int32) for ids in vocab.encode_src(src_lines)]
-    tgt = [np.asarray(ids, dtype=np.int32) for ids in vocab.encode_tgt(tgt_lines)]
-    tmp = cache.with_name(f"{cache.stem}.tmp{os.getpid()}.npz")  # private to this process
-    try:
-        np.savez(tmp, src=_flat(src), src_off=_offsets(src), tgt=_flat(tgt),
-                 tgt_off=_offsets(tgt))
-        os.replace(tmp, cache)  # atomic: readers see the old state or the complete file
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # a full disk leaves no part-written file behind
-        raise
-    return src, tgt
-
-
-def _flat(arrays: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(arrays) if arrays else np.zeros(0, np.int32)
-
-
-def _offsets(arrays: list[np.ndarray]) -> np.ndarray:
-    return np.cumsum([0] + [len(a) for a in arrays]).astype(np.int64)
-
-
-def _unflatten(flat: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:
-    return [flat[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
-
-
-def _side(flat: np.ndarray, offsets: np.ndarray, count: int, size: int
-          ) -> list[np.ndarray] | None:
-    """One side of a cached split, or None when the arrays, readable as they may be, are
-    not `count` sentences of ids below `size` (another version's file, a hand's edit)."""
-    whole = (flat.ndim == 1 and offsets.ndim == 1 and len(offsets) == count + 1
-             and np.issubdtype(flat.dtype, np.integer)
-             and np.issubdtype(offsets.dtype, np.integer)
-             and offsets[0] == 0 and offsets[-1] == len(flat)
-             and bool((np.diff(offsets) >= 0).all())
-             and (not flat.size or (flat.min() >= 0 and flat.max() < size)))
-    return _unflatten(flat.astype(np.int32, copy=False), offsets) if whole else None

@@ -4,14 +4,16 @@ and guided alignment add to them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
 from nmt.data.batching import filter_long, join_pairs
-from nmt.data.corpora import load_split
-from nmt.data.subwords import Vocab, encode_split, prepare_vocab
+from nmt.data.corpora import head_lines, load_split, split_paths
+from nmt.data.store import encode_split
+from nmt.data.subwords import Vocab, prepare_vocab
 from nmt.training import distributed as dist
 from nmt.training.guided import guide_targets, teacher_links
 
@@ -19,12 +21,12 @@ from nmt.training.guided import guide_targets, teacher_links
 @dataclass
 class Data:
     vocab: Vocab
-    train_src: list
-    train_tgt: list
-    train_idx: list[int]
-    valid_src: list
+    train_src: Sequence  # the store's Ragged sides (nmt.data.store), or a Joined view of
+    train_tgt: Sequence  # them (data.concat), or lists (this epoch's sampled segmentation)
+    train_idx: Sequence[int]
+    valid_src: Sequence  # the first train.valid_sentences of the validation store
     valid_refs: list[str]
-    valid_tgt: list
+    valid_tgt: Sequence
     pairs: int  # the corpus's training pairs, and those kept by data.max_len (before
     kept: int  # data.concat joins them into train_src/train_tgt)
     # vocab.sampling_alpha: the kept pairs' text, segmented anew each epoch (sampled_examples)
@@ -47,11 +49,12 @@ def load_data(cfg: Config) -> Data:
     vocab = Vocab.from_dir(vocab_dir)
     src, tgt = encode_split(cfg, vocab_dir, cfg.data.train)
     keep = filter_long(src, tgt, cfg.data.max_len)
-    if not keep:
+    if not len(keep):
         raise NMTError(f"no training pairs of at most data.max_len={cfg.data.max_len} subwords")
     v_src, v_tgt = encode_split(cfg, vocab_dir, cfg.data.valid)
-    _, refs = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, cfg.data.valid)
-    n = cfg.train.valid_sentences or len(v_src)
+    n = min(cfg.train.valid_sentences or len(v_src), len(v_src))
+    refs = head_lines(split_paths(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair,
+                                  cfg.data.valid)[1], n)  # the first n, not the whole split
     pairs, kept = len(src), len(keep)
     text = None
     if cfg.vocab.sampling_alpha:  # max_len filters on the best segmentation
@@ -59,7 +62,7 @@ def load_data(cfg: Config) -> Data:
         text = tuple([side[i] for i in keep] for side in lines)
     if cfg.data.concat > 1:
         src, tgt = join_pairs(src, tgt, keep, cfg.data.concat, cfg.train.seed)
-        keep = list(range(len(src)))
+        keep = range(len(src))
     data = Data(vocab, src, tgt, keep, v_src[:n], refs[:n], v_tgt[:n], pairs, kept, text)
     if cfg.guided.weight:
         _add_guides(cfg, data)

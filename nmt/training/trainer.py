@@ -24,7 +24,7 @@ from nmt.core.locks import StopRequest, run_lock
 from nmt.core.memory import peak_rss_mib, release_free_memory, rss_mib
 from nmt.core.progress import TrainDisplay
 from nmt.core.rundir import RunDir
-from nmt.data.batching import iterate_batches, token_batches
+from nmt.data.batching import iterate_batches, pair_lengths, token_batches
 from nmt.decoding.evaluate import bleu_chrf
 from nmt.decoding.translate import translate_ids
 from nmt.models import build_model
@@ -190,7 +190,7 @@ class Trainer:
         if d.train_text is not None:  # this epoch's sampled segmentation, its own lengths
             d.train_src, d.train_tgt = sampled_examples(self.cfg, d, epoch)
             d.train_idx = list(range(len(d.train_src)))
-        lengths = [(len(s), len(t)) for s, t in zip(d.train_src, d.train_tgt)]
+        lengths = pair_lengths(d.train_src, d.train_tgt)  # from a store's offsets
         batches = token_batches(lengths, self.cfg.train.batch_tokens,
                                 self.cfg.train.seed + epoch, d.train_idx)
         return dist.shard(batches)
@@ -222,7 +222,7 @@ class Trainer:
         model.eval()
         total, tokens = 0.0, 0
         with torch.no_grad():
-            lengths = [(len(s), len(t)) for s, t in zip(d.valid_src, d.valid_tgt)]
+            lengths = pair_lengths(d.valid_src, d.valid_tgt)
             for batch in iterate_batches(d.valid_src, d.valid_tgt,
                                          token_batches(lengths, 4096, None)):
                 total += loss_fn(model, batch.to(self.device), 0.0).item()

@@ -1,0 +1,297 @@
+"""The encoded store: each split of a corpus as flat, memory-mapped token arrays.
+
+One folder per split and vocabulary, `<vocab>/<split>.<checksum>/`, named by the split's
+text files' sha256 (a changed file gets a new store). Per side, `src.npy`/`tgt.npy` hold
+every sentence's ids one after another and `src_off.npy`/`tgt_off.npy` (int64, n + 1)
+where each starts: sentence i is `flat[off[i]:off[i + 1]]`. The token dtype is uint16 when
+the side's vocabulary has at most 65,536 pieces, int32 otherwise. Arrays are opened with
+`np.load(mmap_mode="r")`, so a process holds only the pages it reads, and every process on
+the machine shares them through the page cache.
+
+The store is written whole or not at all: chunks of lines are streamed from the text
+files, encoded (by a pool of worker processes above PARALLEL_PAIRS pairs), appended to the
+arrays in a private folder, and the folder is renamed into place under a lock. The workers
+are spawned, so a script that encodes a large split guards its entry point with
+`if __name__ == "__main__":`, as multiprocessing requires.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import multiprocessing
+import os
+import shutil
+import sys
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from nmt.core.config import Config
+from nmt.core.errors import NMTError, one_line
+from nmt.core.locks import file_lock
+from nmt.core.progress import counting, tick
+from nmt.data.corpora import iter_lines, split_paths
+from nmt.data.folder import BLOCK
+from nmt.data.subwords import Vocab
+
+PARALLEL_PAIRS = 200_000  # splits with more pairs are encoded by worker processes
+CHUNK_LINES = 10_000  # lines per encoding task
+WORKERS = max(1, min(os.cpu_count() or 1, 8))  # encoding processes above PARALLEL_PAIRS
+SIDES = ("src", "tgt")
+
+
+class Ragged:
+    """Sentences of one side as a flat token array and its offsets (n + 1): `len`, an int
+    index gives sentence i as an int32 array, a slice gives a view of the same arrays."""
+
+    def __init__(self, flat: np.ndarray, offsets: np.ndarray):
+        self.flat, self.offsets = flat, offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            if step != 1:
+                raise ValueError("a Ragged slice takes every sentence (step 1)")
+            return Ragged(self.flat, self.offsets[start:max(stop, start) + 1])
+        i = int(i)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"sentence {i} of {len(self)}")
+        return np.asarray(self.flat[self.offsets[i]:self.offsets[i + 1]], dtype=np.int32)
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return (self[i] for i in range(len(self)))
+
+    def lengths(self) -> np.ndarray:
+        """Every sentence's length (int64), from the offsets alone."""
+        return np.diff(self.offsets)
+
+
+def lengths_of(side) -> np.ndarray:
+    """The lengths of a side's sentences: a store's from its offsets, a list's one by one."""
+    if hasattr(side, "lengths"):
+        return np.asarray(side.lengths(), dtype=np.int64)
+    return np.fromiter((len(s) for s in side), dtype=np.int64, count=len(side))
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """The documented rule: uint16 while every id fits (<= 65,536 pieces), else int32."""
+    return np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.int32)
+
+
+def scan(path: Path) -> tuple[str, int]:
+    """A text file's sha256 and its line count (as `read_lines` splits it), streamed."""
+    digest, lines, last = hashlib.sha256(), 0, b"\n"
+    with open(path, "rb") as handle:
+        while block := handle.read(BLOCK):
+            digest.update(block)
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return digest.hexdigest(), lines + (last != b"\n")
+
+
+def encode_split(cfg: Config, vocab_dir: Path, split: str) -> tuple[Ragged, Ragged]:
+    """The encoded (source, target) store of a split, built once per text and vocabulary;
+    a damaged or ill-fitting store is named on stderr and encoded again."""
+    paths = split_paths(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, split)
+    (src_sha, n), (tgt_sha, m) = scan(paths[0]), scan(paths[1])
+    if n != m:
+        raise NMTError(f"{paths[0]} has {n} lines but {paths[1]} has {m}; parallel files "
+                       "must have one line per sentence pair")
+    if not n:
+        raise NMTError(f"{paths[0]}: the corpus is empty")
+    digest = hashlib.sha256(src_sha.encode() + tgt_sha.encode()).hexdigest()[:12]
+    store = vocab_dir / f"{split}.{digest}"
+    vocab = Vocab.from_dir(vocab_dir)
+    sides, problem = open_store(store, n, vocab)
+    if sides is not None:
+        return sides
+    if problem:
+        print(f"{store}: {problem}; encoding {split} again", file=sys.stderr)
+    with file_lock(vocab_dir / f".{split}.lock"):  # another process may be writing it
+        sides, _ = open_store(store, n, vocab)
+        if sides is None:
+            _write_store(store, paths, n, vocab_dir, vocab, split)
+            sides, problem = open_store(store, n, vocab)
+            if sides is None:
+                raise NMTError(f"{store}: {problem} right after writing it; check the disk")
+    return sides
+
+
+def open_store(store: Path, count: int, vocab: Vocab) -> tuple[tuple | None, str]:
+    """((source, target), "") when `store` holds `count` pairs of ids within the vocabulary;
+    (None, why not) otherwise ("" when there is no store at all)."""
+    if not store.is_dir():
+        return None, ""
+    sides = []
+    for side, size in zip(SIDES, (vocab.src_size, vocab.tgt_size)):
+        try:
+            flat = np.load(store / f"{side}.npy", mmap_mode="r")
+            offsets = np.load(store / f"{side}_off.npy", mmap_mode="r")
+            fits = _fits(flat, offsets, count, size)
+        except (OSError, ValueError, EOFError) as exc:  # missing, cut, not an array
+            return None, f"unreadable ({one_line(exc)})"
+        if not fits:
+            return None, f"does not hold this split's {count:,} encoded pairs"
+        sides.append(Ragged(flat, offsets))
+    return (sides[0], sides[1]), ""
+
+
+def _fits(flat: np.ndarray, offsets: np.ndarray, count: int, size: int) -> bool:
+    """Whether the arrays are `count` sentences of ids below `size` (not another version's
+    file or a hand's edit); read block by block from the files."""
+    if not (flat.ndim == 1 and offsets.ndim == 1 and len(offsets) == count + 1
+            and np.issubdtype(flat.dtype, np.integer)
+            and np.issubdtype(offsets.dtype, np.integer)
+            and offsets[0] == 0 and offsets[-1] == len(flat)):
+        return False
+    last = 0
+    for block in _blocks(offsets):
+        if block[0] < last or (np.diff(block) < 0).any():
+            return False
+        last = block[-1]
+    return all(block.min() >= 0 and block.max() < size for block in _blocks(flat))
+
+
+def _blocks(array: np.memmap, rows: int = 1 << 22) -> Iterator[np.ndarray]:
+    """A memory-mapped array's values in blocks, read from its file rather than through the
+    map, so a check leaves none of its pages in this process's memory."""
+    left = array.nbytes
+    with open(array.filename, "rb") as handle:
+        handle.seek(array.offset)
+        while left > 0 and (block := handle.read(min(left, rows * array.itemsize))):
+            left -= len(block)
+            yield np.frombuffer(block, dtype=array.dtype)
+
+
+def _write_store(store: Path, paths: tuple[Path, Path], count: int, vocab_dir: Path,
+                 vocab: Vocab, split: str) -> None:
+    """Encode the split into a private folder, then rename it to `store` in one step."""
+    for suffix in ("tmp", "old"):  # a killed writer's folders (this process holds the lock)
+        for stale in store.parent.glob(f"{store.name}.{suffix}*"):
+            shutil.rmtree(stale, ignore_errors=True)
+    tmp = store.with_name(f"{store.name}.tmp{os.getpid()}")
+    tmp.mkdir(parents=True)
+    try:
+        dtypes = (token_dtype(vocab.src_size), token_dtype(vocab.tgt_size))
+        writers = [(_NpyWriter(tmp / f"{side}.npy", dtype), _Offsets(tmp / f"{side}_off.npy"))
+                   for side, dtype in zip(SIDES, dtypes)]
+        with counting(count, f"encoding {split}"):
+            for chunk in encoded_chunks(paths, vocab, dtypes, count >= PARALLEL_PAIRS):
+                for (tokens, offsets), (flat, lengths) in zip(writers, (chunk[:2], chunk[2:])):
+                    tokens.append(flat)
+                    offsets.append(lengths)
+                tick(len(chunk[1]))
+        for tokens, offsets in writers:
+            tokens.close()
+            offsets.close()
+        old = store.with_name(f"{store.name}.old{os.getpid()}")
+        if store.exists():  # a damaged store: moved aside, removed once the new one is in
+            store.rename(old)
+        tmp.rename(store)
+        shutil.rmtree(old, ignore_errors=True)
+        store.with_name(f"{store.name}.npz").unlink(missing_ok=True)  # an older version's
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def encoded_chunks(paths: tuple[Path, Path], vocab: Vocab, dtypes: tuple, parallel: bool
+                   ) -> Iterator[tuple[np.ndarray, ...]]:
+    """(src tokens, src lengths, tgt tokens, tgt lengths) of each chunk of lines, in order;
+    `parallel`: encoded by a spawned pool, at most two chunks per worker in flight."""
+    chunks = _line_chunks(paths)
+    if not parallel:
+        for src, tgt in chunks:
+            yield encode_chunk(vocab, src, tgt, dtypes)
+        return
+    workers = WORKERS
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(workers, _start_worker, (tuple(map(str, vocab.paths)), dtypes)) as pool:
+        waiting: deque = deque()
+        for src, tgt in chunks:
+            waiting.append(pool.apply_async(_worker_chunk, (src, tgt)))
+            if len(waiting) >= 2 * workers:
+                yield waiting.popleft().get()
+        while waiting:
+            yield waiting.popleft().get()
+
+
+def encode_chunk(vocab: Vocab, src: list[str], tgt: list[str], dtypes: tuple
+                 ) -> tuple[np.ndarray, ...]:
+    out = []
+    for ids, dtype in ((vocab.encode_src(src), dtypes[0]), (vocab.encode_tgt(tgt), dtypes[1])):
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype,
+                           count=int(lengths.sum()))
+        out += [flat, lengths]
+    return tuple(out)
+
+
+_WORKER: dict = {}  # a pool worker's vocabulary and dtypes
+
+
+def _start_worker(models: tuple[str, str], dtypes: tuple) -> None:
+    _WORKER["vocab"], _WORKER["dtypes"] = Vocab(Path(models[0]), Path(models[1])), dtypes
+
+
+def _worker_chunk(src: list[str], tgt: list[str]) -> tuple[np.ndarray, ...]:
+    return encode_chunk(_WORKER["vocab"], src, tgt, _WORKER["dtypes"])
+
+
+def _line_chunks(paths: tuple[Path, Path]) -> Iterator[tuple[list[str], list[str]]]:
+    """Lists of CHUNK_LINES source and target lines, read in lockstep (never a whole file)."""
+    with open(paths[0], "rb") as src_file, open(paths[1], "rb") as tgt_file:
+        pairs = zip(iter_lines(src_file, paths[0]), iter_lines(tgt_file, paths[1]))
+        while chunk := list(itertools.islice(pairs, CHUNK_LINES)):
+            yield [s for s, _ in chunk], [t for _, t in chunk]
+
+
+class _NpyWriter:
+    """A 1-D .npy file written by appending chunks; the header, whose size does not depend
+    on the length for any length a disk holds, is written last."""
+
+    def __init__(self, path: Path, dtype: np.dtype):
+        self.dtype, self.count = np.dtype(dtype), 0
+        self.handle: BinaryIO = open(path, "wb")
+        self.size = self._header(0)  # rewritten by close() with the length
+
+    def _header(self, length: int) -> int:
+        self.handle.seek(0)
+        np.lib.format.write_array_header_1_0(self.handle, {
+            "descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
+            "shape": (length,)})
+        return self.handle.tell()
+
+    def append(self, values: np.ndarray) -> None:
+        self.handle.write(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
+        self.count += len(values)
+
+    def close(self) -> None:
+        end = self.handle.tell()
+        if self._header(self.count) != self.size:  # pragma: no cover - 10**50 tokens
+            raise NMTError(f"{self.handle.name}: header size changed; report this")
+        self.handle.seek(end)
+        self.handle.close()
+
+
+class _Offsets(_NpyWriter):
+    """The offsets of a side (int64, n + 1), appended from each chunk's lengths."""
+
+    def __init__(self, path: Path):
+        super().__init__(path, np.dtype(np.int64))
+        self.end = 0
+        super().append(np.zeros(1, np.int64))
+
+    def append(self, lengths: np.ndarray) -> None:
+        ends = self.end + np.cumsum(lengths, dtype=np.int64)
+        if len(ends):
+            self.end = int(ends[-1])
+        super().append(ends)

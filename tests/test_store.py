@@ -1,0 +1,225 @@
+"""The encoded store (nmt/data/store.py): one flat memory-mapped array per side and split,
+and training's batches read from its offsets, equal to those of the lists it replaced."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import nmt.data.store as store_module
+from nmt.core.tokens import BOS, EOS
+from nmt.data.batching import (
+    collate,
+    filter_long,
+    iterate_batches,
+    join_pairs,
+    pair_lengths,
+    token_batches,
+)
+from nmt.data.corpora import read_lines
+from nmt.data.store import Ragged, encode_split
+from nmt.data.subwords import Vocab, prepare_vocab, training_sample
+from tests.test_subwords import _cfg, _make_corpus
+
+FILES = ["src.npy", "src_off.npy", "tgt.npy", "tgt_off.npy"]
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    _make_corpus(tmp_path)
+    return tmp_path
+
+
+def _store(vocab_dir: Path, split: str) -> Path:
+    (folder,) = [p for p in vocab_dir.glob(f"{split}.*") if p.is_dir()]
+    return folder
+
+
+def test_the_store_holds_each_sentence_as_encoding_it_alone_would(root):
+    cfg = _cfg(root)
+    vocab_dir = prepare_vocab(cfg)
+    vocab = Vocab.from_dir(vocab_dir)
+    src, tgt = encode_split(cfg, vocab_dir, "train")
+    de, en = (read_lines(root / "multi30k" / "de-en" / f"train.{x}") for x in ("de", "en"))
+    assert isinstance(src, Ragged) and len(src) == len(tgt) == len(de) == 200
+    for i in range(len(de)):
+        assert src[i].tolist() == vocab.encode_src([de[i]])[0]
+        assert tgt[i].tolist() == vocab.encode_tgt([en[i]])[0]
+    assert isinstance(src.flat, np.memmap) and src.flat.dtype == np.uint16  # 100 pieces
+    assert src.offsets.dtype == np.int64 and len(src.offsets) == 201
+    assert src[0].dtype == np.int32 and src[-1].tolist() == src[199].tolist()
+    assert src.lengths().tolist() == [len(ids) for ids in vocab.encode_src(de)]
+    part = src[5:9]  # a view of the same arrays, not a copy
+    assert len(part) == 4 and part.flat is src.flat
+    assert [ids.tolist() for ids in part] == [src[i].tolist() for i in range(5, 9)]
+    assert part.lengths().tolist() == src.lengths()[5:9].tolist()
+    with pytest.raises(IndexError):
+        src[200]
+
+
+def test_the_store_is_reused_then_rebuilt_when_the_text_changes(root, monkeypatch):
+    cfg = _cfg(root)
+    vocab_dir = prepare_vocab(cfg)
+    encode_split(cfg, vocab_dir, "val")
+    folder = _store(vocab_dir, "val")
+    assert sorted(p.name for p in folder.iterdir()) == FILES
+    before = {name: (folder / name).stat() for name in FILES}
+
+    def fail(*args):
+        raise AssertionError("encoded again instead of reading the store")
+
+    monkeypatch.setattr(store_module, "encode_chunk", fail)
+    src, _ = encode_split(cfg, vocab_dir, "val")
+    assert len(src) == 20
+    for name, stat in before.items():  # the same files, not rewritten
+        again = (folder / name).stat()
+        assert (again.st_ino, again.st_mtime_ns) == (stat.st_ino, stat.st_mtime_ns)
+    val_en = root / "multi30k" / "de-en" / "val.en"
+    val_en.write_text(val_en.read_text(encoding="utf-8").replace(".\n", " again.\n", 1),
+                      encoding="utf-8")
+    with pytest.raises(AssertionError, match="encoded again"):  # a new checksum, a new store
+        encode_split(cfg, vocab_dir, "val")
+    monkeypatch.undo()
+    encode_split(cfg, vocab_dir, "val")
+    assert len([p for p in vocab_dir.glob("val.*") if p.is_dir()]) == 2
+    assert not list(vocab_dir.glob("*.tmp*"))
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_a_cut_array_is_encoded_again(root, capsys, name):
+    cfg = _cfg(root)
+    vocab_dir = prepare_vocab(cfg)
+    good = [[ids.copy() for ids in side] for side in encode_split(cfg, vocab_dir, "val")]
+    path = _store(vocab_dir, "val") / name
+    path.write_bytes(path.read_bytes()[:-3])
+    (path.parent.parent / f"{path.parent.name}.tmp99999").mkdir()  # a killed writer's
+    capsys.readouterr()
+    src, tgt = encode_split(cfg, vocab_dir, "val")
+    err = capsys.readouterr().err
+    assert "encoding val again" in err and ("unreadable" in err or "does not hold" in err)
+    assert [ids.tolist() for ids in [*src, *tgt]] == [ids.tolist() for ids in good[0] + good[1]]
+    assert not list(vocab_dir.glob("val.*.old*")) and not list(vocab_dir.glob("*.tmp*"))
+
+
+def test_worker_processes_write_the_same_bytes(root, monkeypatch):
+    cfg = _cfg(root, joint=False)
+    vocab_dir = prepare_vocab(cfg)
+    encode_split(cfg, vocab_dir, "train")
+    folder = _store(vocab_dir, "train")
+    alone = {name: (folder / name).read_bytes() for name in FILES}
+    shutil.rmtree(folder)
+    monkeypatch.setattr(store_module, "PARALLEL_PAIRS", 1)
+    monkeypatch.setattr(store_module, "CHUNK_LINES", 23)  # 9 chunks, the last one short
+    monkeypatch.setattr(store_module, "WORKERS", 2)
+    calls = []
+    real = store_module.encoded_chunks
+
+    def recording(paths, vocab, dtypes, parallel):
+        calls.append(parallel)
+        return real(paths, vocab, dtypes, parallel)
+
+    monkeypatch.setattr(store_module, "encoded_chunks", recording)
+    encode_split(cfg, vocab_dir, "train")
+    assert calls == [True]
+    assert {name: (folder / name).read_bytes() for name in FILES} == alone
+
+
+# ---------------------------------------------------------------- the list path it replaced
+
+def _old_filter_long(src, tgt, max_len):
+    return [i for i, (s, t) in enumerate(zip(src, tgt))
+            if 1 < len(s) <= max_len + 1 and 0 < len(t) <= max_len]
+
+
+def _old_join_pairs(src, tgt, indices, most, seed):
+    order = list(indices)
+    rng = random.Random(seed)
+    rng.shuffle(order)
+    joined_src, joined_tgt, start = [], [], 0
+    while start < len(order):
+        run = order[start:start + rng.randint(1, most)]
+        start += len(run)
+        joined_src.append(np.concatenate([src[i][:-1] for i in run[:-1]] + [src[run[-1]]]))
+        joined_tgt.append(np.concatenate([tgt[i] for i in run]))
+    return joined_src, joined_tgt
+
+
+def _old_token_batches(lengths, batch_tokens, seed, indices=None):
+    order = list(range(len(lengths))) if indices is None else list(indices)
+    rng = random.Random(seed)
+    noise = {i: rng.random() for i in order} if seed is not None else {i: 0.0 for i in order}
+    order.sort(key=lambda i: (lengths[i][1], lengths[i][0], noise[i]))
+    batches, current, longest = [], [], 0
+    for i in order:
+        size = max(longest, lengths[i][0], lengths[i][1] + 1)
+        if current and size * (len(current) + 1) > batch_tokens:
+            batches.append(current)
+            current, size = [], max(lengths[i][0], lengths[i][1] + 1)
+        current.append(i)
+        longest = size
+    if current:
+        batches.append(current)
+    if seed is not None:
+        rng.shuffle(batches)
+    return batches
+
+
+def _same_tensors(a, b):
+    return all(torch.equal(x, y) for x, y in zip((a.src, a.tgt_in, a.tgt_out),
+                                                  (b.src, b.tgt_in, b.tgt_out)))
+
+
+@pytest.mark.parametrize("concat", [1, 3])
+def test_batches_from_the_store_equal_those_of_the_lists(root, concat):
+    cfg = _cfg(root)
+    src, tgt = encode_split(cfg, prepare_vocab(cfg), "train")
+    lists = [np.array(ids) for ids in src], [np.array(ids) for ids in tgt]
+    max_len = int(np.median(src.lengths()))  # about half the pairs are longer
+    keep = filter_long(src, tgt, max_len)
+    old_keep = _old_filter_long(*lists, max_len)
+    assert 0 < len(old_keep) < len(src) - 50 and keep.tolist() == old_keep
+    if concat > 1:
+        src, tgt = join_pairs(src, tgt, keep, concat, seed=7)
+        lists = _old_join_pairs(*lists, old_keep, concat, seed=7)
+        assert len(src) == len(lists[0]) < len(keep)
+        assert all(np.array_equal(a, b) for a, b in zip([*src, *tgt], lists[0] + lists[1]))
+        keep = old_keep = list(range(len(src)))
+    lengths = [(len(s), len(t)) for s, t in zip(*lists)]
+    assert pair_lengths(src, tgt).tolist() == [list(pair) for pair in lengths]
+    for seed in (11, 12, None):
+        for budget in (1, 60, 400):
+            batches = token_batches(pair_lengths(src, tgt), budget, seed, keep)
+            assert batches == _old_token_batches(lengths, budget, seed, old_keep)
+    batches = token_batches(pair_lengths(src, tgt), 400, 3, keep)
+    new = iterate_batches(src, tgt, batches)
+    old = (collate([lists[0][i] for i in idx], [lists[1][i] for i in idx]) for idx in batches)
+    assert all(_same_tensors(a, b) for a, b in zip(new, old, strict=True))
+    first = next(iterate_batches(src, tgt, batches))
+    assert (first.tgt_in[:, 0] == BOS).all() and (first.src == EOS).sum() == len(batches[0])
+
+
+def test_sentencepiece_trains_on_every_line_or_a_bounded_seeded_sample(tmp_path):
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("".join(f"a {i}\n" for i in range(300)), encoding="utf-8")
+    b.write_text("".join(f"b {i}\n" for i in range(100)), encoding="utf-8")
+    every = list(training_sample([a, b]))
+    assert every == [f"a {i}" for i in range(300)] + [f"b {i}" for i in range(100)]
+    few = list(training_sample([a, b], sentences=50))
+    assert 0 < len(few) <= 50 and few == [line for line in every if line in set(few)]
+    assert few == list(training_sample([a, b], sentences=50))  # seeded
+    small = list(training_sample([a, b], size=500))
+    assert sum(len(line) + 1 for line in small) <= 500
+
+
+def test_a_trained_model_records_no_path_and_repeats_byte_for_byte(tmp_path):
+    models = []
+    for name in ("one", "two"):
+        folder = tmp_path / name
+        _make_corpus(folder)
+        models.append((prepare_vocab(_cfg(folder)) / "joint.model").read_bytes())
+    assert models[0] == models[1] and str(tmp_path).encode() not in models[0]
