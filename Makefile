@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install test fuzz load gpu-check demo bench bench-bleu bench-decode bench-align multi30k lint clean mutants lab docs
+.PHONY: install test fuzz load gpu-check demo bench bench-data bench-bleu bench-decode bench-align multi30k lint clean mutants lab docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,12 @@ lab: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/throughput.py $(ARGS)
+
+# Data at scale: import, SentencePiece, encoding, the first step and training RSS on corpora
+# of 100k, 1M and 5M pairs recombined from Multi30k (generated, deleted after; needs
+# `make multi30k`): reports/bench-data/. Smaller: make bench-data ARGS="--sizes 100000"
+bench-data: $(STAMP)
+	$(BIN)/python benchmarks/data_scale.py $(ARGS)
 
 # Time to BLEU: two families trained at once for 20 minutes, one thread each, then every
 # test split with beam 5 (reports/bench-bleu/). Needs Multi30k de-en (`make multi30k`).
