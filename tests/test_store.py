@@ -3,8 +3,10 @@ and training's batches read from its offsets, equal to those of the lists it rep
 
 from __future__ import annotations
 
+import mmap
 import random
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +52,8 @@ def test_the_store_holds_each_sentence_as_encoding_it_alone_would(root):
     for i in range(len(de)):
         assert src[i].tolist() == vocab.encode_src([de[i]])[0]
         assert tgt[i].tolist() == vocab.encode_tgt([en[i]])[0]
-    assert isinstance(src.flat, np.memmap) and src.flat.dtype == np.uint16  # 100 pieces
+    assert not src.flat.flags.writeable and src.flat.dtype == np.uint16  # 100 pieces
+    assert src.maps and all(isinstance(m, mmap.mmap) for m in src.maps)  # a view of the file
     assert src.offsets.dtype == np.int64 and len(src.offsets) == 201
     assert src[0].dtype == np.int32 and src[-1].tolist() == src[199].tolist()
     assert src.lengths().tolist() == [len(ids) for ids in vocab.encode_src(de)]
@@ -201,6 +204,35 @@ def test_batches_from_the_store_equal_those_of_the_lists(root, concat):
     assert all(_same_tensors(a, b) for a, b in zip(new, old, strict=True))
     first = next(iterate_batches(src, tgt, batches))
     assert (first.tgt_in[:, 0] == BOS).all() and (first.src == EOS).sum() == len(batches[0])
+
+
+def _resident_kib(folder: Path) -> int:
+    """This process's resident KiB of the files in `folder` (its lines of /proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if "-" in head[0] and len(head[0]) > 8 and ":" not in head[0]:
+            inside = len(head) >= 6 and head[5].startswith(str(folder))
+        elif inside and head[0] == "Rss:":
+            total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps")
+def test_reading_batches_leaves_none_of_the_store_mapped(root):
+    """A trainer's RSS holds what a batch reads, not every page of the store an epoch has
+    read: iterate_batches releases the store's pages after each batch."""
+    cfg = _cfg(root)
+    vocab_dir = prepare_vocab(cfg)
+    src, tgt = encode_split(cfg, vocab_dir, "train")
+    folder = _store(vocab_dir, "train")
+    assert _resident_kib(folder) == 0  # checking the store reads the files, not the maps
+    words = [int(ids.sum()) for ids in [*src, *tgt]]  # every sentence read through the maps
+    assert _resident_kib(folder) > 0
+    batches = token_batches(pair_lengths(src, tgt), 200, 5)
+    seen = sum(int(b.src.sum()) + int(b.tgt_out.sum()) for b in iterate_batches(src, tgt, batches))
+    assert seen == sum(words) + EOS * len(src)  # the pages are read again where needed
+    assert _resident_kib(folder) == 0
 
 
 def test_sentencepiece_trains_on_every_line_or_a_bounded_seeded_sample(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,7 +71,8 @@ def pair_lengths(src, tgt) -> np.ndarray:
 def filter_long(src, tgt, max_len: int) -> np.ndarray:
     """Indices of pairs whose sides are non-empty and at most `max_len` subwords."""
     s, t = lengths_of(src), lengths_of(tgt)
-    return np.flatnonzero((s > 1) & (s <= max_len + 1) & (t > 0) & (t <= max_len))
+    keep = np.flatnonzero((s > 1) & (s <= max_len + 1) & (t > 0) & (t <= max_len))
+    return keep.astype(np.int32) if len(s) < 2**31 else keep
 
 
 class Joined:
@@ -91,6 +93,10 @@ class Joined:
 
     def __iter__(self):
         return (self[j] for j in range(len(self)))
+
+    def release(self) -> None:
+        if hasattr(self.side, "release"):
+            self.side.release()
 
     def lengths(self) -> np.ndarray:
         """Every example's length from the pairs' lengths (a source run loses an EOS per
@@ -113,8 +119,50 @@ def join_pairs(src, tgt, indices, most: int, seed: int) -> tuple[Joined, Joined]
     return Joined(src, order_arr, starts_arr, True), Joined(tgt, order_arr, starts_arr, False)
 
 
-def token_batches(lengths, batch_tokens: int, seed: int | None, indices=None
-                  ) -> list[list[int]]:
+class Batches(Sequence):
+    """Token batches held as arrays, not lists: `order` holds every pair's index, batch
+    after batch; batch k is `order[bounds[k]:bounds[k + 1]]`, and they are read in the
+    order `perm`. Item k is a list of pair indices; with `world` > 1 (`shard`), only rows
+    `rank`, `rank + world`, ... of each batch. See docs/data.md (memory at scale)."""
+
+    def __init__(self, order: np.ndarray, bounds: np.ndarray, perm: np.ndarray,
+                 rank: int = 0, world: int = 1):
+        self.order, self.bounds, self.perm = order, bounds, perm
+        self.rank, self.world = rank, world
+
+    def __len__(self) -> int:
+        return len(self.perm)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        b = int(self.perm[k])
+        rows = self.order[self.bounds[b]:self.bounds[b + 1]]
+        return rows[self.rank::self.world].tolist()
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and len(self) == len(other) and all(
+            a == list(b) for a, b in zip(self, other))
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"Batches({len(self)} batches, rank {self.rank} of {self.world})"
+
+    def sizes(self) -> np.ndarray:
+        """Every batch's number of pairs (whole batches, before sharding), in read order."""
+        return np.diff(self.bounds)[self.perm]
+
+    def shard(self, rank: int, world: int) -> Batches:
+        """Rank `rank` of `world`: rows rank, rank + world, ... of every batch that has at
+        least `world` rows (so every rank steps through the same global batches)."""
+        if world == 1:
+            return self
+        perm = self.perm[self.sizes() >= world]
+        return Batches(self.order, self.bounds, perm, rank, world)
+
+
+def token_batches(lengths, batch_tokens: int, seed: int | None, indices=None) -> Batches:
     """Group indices into batches whose padded size (B * max len) stays under the budget.
 
     `lengths`: (n, 2) source and target lengths (`pair_lengths`, or a list of pairs).
@@ -122,32 +170,56 @@ def token_batches(lengths, batch_tokens: int, seed: int | None, indices=None
     batches carry little padding; batch order is shuffled with the same seed.
     """
     lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
-    order = (np.arange(len(lengths)) if indices is None
-             else np.asarray(indices, dtype=np.int64).reshape(-1))
+    index = np.int32 if len(lengths) < 2**31 else np.int64
+    order = (np.arange(len(lengths), dtype=index) if indices is None
+             else np.asarray(indices, dtype=index).reshape(-1))
     rng = random.Random(seed)
     noise = (np.fromiter((rng.random() for _ in range(len(order))), float, len(order))
              if seed is not None else np.zeros(len(order)))
     src, tgt = lengths[order, 0], lengths[order, 1]
     sort = np.lexsort((noise, src, tgt))  # stable: ties keep the order of `indices`
+    del noise
     order = order[sort]
-    widths = np.maximum(src[sort], tgt[sort] + 1).tolist()
-    cuts, count, longest = [0], 0, 0
-    for k, width in enumerate(widths):
-        size = max(longest, width)
-        if count and size * (count + 1) > batch_tokens:
-            cuts.append(k)
-            count, size = 0, width
-        count += 1
-        longest = size
-    cuts.append(len(widths))
-    batches = [order[a:b].tolist() for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+    widths = np.maximum(src[sort], tgt[sort] + 1)
+    del src, tgt, sort
+    bounds = np.asarray(_cuts(widths, batch_tokens), dtype=np.int64)
+    perm = list(range(len(bounds) - 1))
     if seed is not None:
-        rng.shuffle(batches)
-    return batches
+        rng.shuffle(perm)  # draws depend on the length only: the same as shuffling the lists
+    return Batches(order, bounds, np.asarray(perm, dtype=np.int64))
 
 
-def iterate_batches(src: list[np.ndarray], tgt: list[np.ndarray], batches: list[list[int]],
-                    guides: list | None = None):
+def _cuts(widths: np.ndarray, batch_tokens: int) -> list[int]:
+    """Where the sorted pairs are cut: a batch grows while (rows + 1) * its widest row
+    stays within the budget (one row always fits). Walks the runs of equal widths, so
+    its cost grows with the distinct widths and the batches rather than the pairs."""
+    cuts, count, longest = [0], 0, 0
+    change = np.flatnonzero(np.diff(widths)) + 1
+    starts = np.concatenate([[0], change]).tolist()
+    stops = np.concatenate([change, [len(widths)]]).tolist()
+    for a, b, width in zip(starts, stops, widths[starts].tolist()):
+        k = a
+        while k < b:
+            size = max(longest, width)
+            if count and size * (count + 1) > batch_tokens:
+                cuts.append(k)
+                count, size = 0, width
+            room = max(batch_tokens // size - count, 1)  # rows that still fit at `size`
+            take = min(room, b - k)
+            count += take
+            k += take
+            longest = size
+    cuts.append(len(widths))
+    return cuts
+
+
+def iterate_batches(src, tgt, batches, guides: list | None = None):
+    """Each batch of pair indices collated; a store's sides then `release` the pages they
+    were read from (nmt.data.store), so reading an epoch does not map the whole store."""
     for idx in batches:
-        yield collate([src[i] for i in idx], [tgt[i] for i in idx],
-                      None if guides is None else [guides[i] for i in idx])
+        batch = collate([src[i] for i in idx], [tgt[i] for i in idx],
+                        None if guides is None else [guides[i] for i in idx])
+        for side in (src, tgt):
+            if hasattr(side, "release"):
+                side.release()
+        yield batch

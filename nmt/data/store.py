@@ -5,8 +5,9 @@ text files' sha256 (a changed file gets a new store). Per side, `src.npy`/`tgt.n
 every sentence's ids one after another and `src_off.npy`/`tgt_off.npy` (int64, n + 1)
 where each starts: sentence i is `flat[off[i]:off[i + 1]]`. The token dtype is uint16 when
 the side's vocabulary has at most 65,536 pieces, int32 otherwise. Arrays are opened with
-`np.load(mmap_mode="r")`, so a process holds only the pages it reads, and every process on
-the machine shares them through the page cache.
+read-only shared maps (`Ragged`), so every process on the machine shares their pages
+through the page cache, and a trainer drops its mappings after each batch (`release`): its
+RSS holds what one batch reads, not every page an epoch has touched.
 
 The store is written whole or not at all: chunks of lines are streamed from the text
 files, encoded (by a pool of worker processes above PARALLEL_PAIRS pairs), appended to the
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import mmap
 import multiprocessing
 import os
 import shutil
@@ -26,7 +28,7 @@ import sys
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
@@ -46,10 +48,11 @@ SIDES = ("src", "tgt")
 
 class Ragged:
     """Sentences of one side as a flat token array and its offsets (n + 1): `len`, an int
-    index gives sentence i as an int32 array, a slice gives a view of the same arrays."""
+    index gives sentence i as an int32 array, a slice gives a view of the same arrays.
+    `maps`: the shared file maps the arrays view (`release`)."""
 
-    def __init__(self, flat: np.ndarray, offsets: np.ndarray):
-        self.flat, self.offsets = flat, offsets
+    def __init__(self, flat: np.ndarray, offsets: np.ndarray, maps: tuple = ()):
+        self.flat, self.offsets, self.maps = flat, offsets, maps
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -59,7 +62,7 @@ class Ragged:
             start, stop, step = i.indices(len(self))
             if step != 1:
                 raise ValueError("a Ragged slice takes every sentence (step 1)")
-            return Ragged(self.flat, self.offsets[start:max(stop, start) + 1])
+            return Ragged(self.flat, self.offsets[start:max(stop, start) + 1], self.maps)
         i = int(i)
         if i < 0:
             i += len(self)
@@ -73,6 +76,13 @@ class Ragged:
     def lengths(self) -> np.ndarray:
         """Every sentence's length (int64), from the offsets alone."""
         return np.diff(self.offsets)
+
+    def release(self) -> None:
+        """Unmap the pages this process has read (madvise DONTNEED; the arrays stay valid):
+        they stay in the page cache, and the next read maps them again."""
+        for mapped in self.maps:
+            if hasattr(mmap, "MADV_DONTNEED"):  # not on Windows
+                mapped.madvise(mmap.MADV_DONTNEED)
 
 
 def lengths_of(side) -> np.ndarray:
@@ -134,24 +144,51 @@ def open_store(store: Path, count: int, vocab: Vocab) -> tuple[tuple | None, str
     sides = []
     for side, size in zip(SIDES, (vocab.src_size, vocab.tgt_size)):
         try:
-            flat = np.load(store / f"{side}.npy", mmap_mode="r")
-            offsets = np.load(store / f"{side}_off.npy", mmap_mode="r")
+            flat, offsets = _map(store / f"{side}.npy"), _map(store / f"{side}_off.npy")
             fits = _fits(flat, offsets, count, size)
         except (OSError, ValueError, EOFError) as exc:  # missing, cut, not an array
             return None, f"unreadable ({one_line(exc)})"
         if not fits:
             return None, f"does not hold this split's {count:,} encoded pairs"
-        sides.append(Ragged(flat, offsets))
+        sides.append(Ragged(flat.array, offsets.array,
+                            tuple(m.map for m in (flat, offsets) if m.map is not None)))
     return (sides[0], sides[1]), ""
 
 
-def _fits(flat: np.ndarray, offsets: np.ndarray, count: int, size: int) -> bool:
+class _Mapped(NamedTuple):
+    path: Path
+    start: int  # where the values begin in the file
+    array: np.ndarray  # read-only, a view of `map`
+    map: mmap.mmap | None  # None for an empty array
+
+
+def _map(path: Path) -> _Mapped:
+    """A 1-D .npy file (header read by numpy.lib.format) as a view of a shared read-only
+    map of the file."""
+    with open(path, "rb") as handle:
+        version = np.lib.format.read_magic(handle)
+        header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                  else np.lib.format.read_array_header_2_0)
+        shape, fortran, dtype = header(handle)
+        start = handle.tell()
+        if len(shape) != 1 or fortran:
+            raise ValueError(f"{path.name} holds a {len(shape)}-D array, not 1-D")
+        size = os.fstat(handle.fileno()).st_size
+        if start + shape[0] * dtype.itemsize > size:
+            raise ValueError(f"{path.name} is cut short")
+        if not shape[0]:
+            return _Mapped(path, start, np.zeros(0, dtype), None)
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    return _Mapped(path, start, np.frombuffer(mapped, dtype, shape[0], start), mapped)
+
+
+def _fits(flat: _Mapped, offsets: _Mapped, count: int, size: int) -> bool:
     """Whether the arrays are `count` sentences of ids below `size` (not another version's
     file or a hand's edit); read block by block from the files."""
-    if not (flat.ndim == 1 and offsets.ndim == 1 and len(offsets) == count + 1
-            and np.issubdtype(flat.dtype, np.integer)
-            and np.issubdtype(offsets.dtype, np.integer)
-            and offsets[0] == 0 and offsets[-1] == len(flat)):
+    tokens, ends = flat.array, offsets.array
+    if not (len(ends) == count + 1 and np.issubdtype(tokens.dtype, np.integer)
+            and np.issubdtype(ends.dtype, np.integer)
+            and _first(offsets) == 0 and _first(offsets, -1) == len(tokens)):
         return False
     last = 0
     for block in _blocks(offsets):
@@ -161,15 +198,25 @@ def _fits(flat: np.ndarray, offsets: np.ndarray, count: int, size: int) -> bool:
     return all(block.min() >= 0 and block.max() < size for block in _blocks(flat))
 
 
-def _blocks(array: np.memmap, rows: int = 1 << 22) -> Iterator[np.ndarray]:
-    """A memory-mapped array's values in blocks, read from its file rather than through the
-    map, so a check leaves none of its pages in this process's memory."""
-    left = array.nbytes
-    with open(array.filename, "rb") as handle:
-        handle.seek(array.offset)
-        while left > 0 and (block := handle.read(min(left, rows * array.itemsize))):
+def _first(mapped: _Mapped, at: int = 0) -> int:
+    """One value of a mapped array, read from its file (at -1: the last)."""
+    at = at % len(mapped.array)
+    item = mapped.array.dtype.itemsize
+    with open(mapped.path, "rb") as handle:
+        handle.seek(mapped.start + at * item)
+        return int(np.frombuffer(handle.read(item), dtype=mapped.array.dtype)[0])
+
+
+def _blocks(mapped: _Mapped, rows: int = 1 << 22) -> Iterator[np.ndarray]:
+    """A mapped array's values in blocks, read from its file rather than through the map,
+    so a check leaves none of its pages in this process's memory."""
+    dtype = mapped.array.dtype
+    left = mapped.array.nbytes
+    with open(mapped.path, "rb") as handle:
+        handle.seek(mapped.start)
+        while left > 0 and (block := handle.read(min(left, rows * dtype.itemsize))):
             left -= len(block)
-            yield np.frombuffer(block, dtype=array.dtype)
+            yield np.frombuffer(block, dtype=dtype)
 
 
 def _write_store(store: Path, paths: tuple[Path, Path], count: int, vocab_dir: Path,

@@ -76,16 +76,14 @@ def autocast(dev: torch.device, precision: str):
     return contextlib.nullcontext()
 
 
-def shard(batches: list[list[int]]) -> list[list[int]]:
-    """This rank's rows of every global batch: rank r takes sentences r, r+n, r+2n...
+def shard(batches):
+    """This rank's rows of every global batch (nmt.data.batching.Batches.shard): rank r
+    takes sentences r, r+n, r+2n... of every batch with at least n of them.
 
     Every rank sees the same sequence of global batches, so N processes with a
     token budget per batch compute the same update as one process with it.
     """
-    n = world_size()
-    if n == 1:
-        return batches
-    return [batch[rank()::n] for batch in batches if len(batch) >= n]
+    return batches.shard(rank(), world_size())
 
 
 def barrier() -> None:

@@ -24,7 +24,7 @@ from nmt.core.locks import StopRequest, run_lock
 from nmt.core.memory import peak_rss_mib, release_free_memory, rss_mib
 from nmt.core.progress import TrainDisplay
 from nmt.core.rundir import RunDir
-from nmt.data.batching import iterate_batches, pair_lengths, token_batches
+from nmt.data.batching import Batches, iterate_batches, pair_lengths, token_batches
 from nmt.decoding.evaluate import bleu_chrf
 from nmt.decoding.translate import translate_ids
 from nmt.models import build_model
@@ -183,7 +183,7 @@ class Trainer:
         if dist.is_main() and not self.quiet:
             self.display.print(text)
 
-    def epoch_batches(self, epoch: int) -> list[list[int]]:
+    def epoch_batches(self, epoch: int) -> Batches:
         """This rank's token batches of `epoch`, shuffled with seed train.seed + epoch: each
         epoch of a run has its own order, and a resumed run the same one."""
         d = self.data
