@@ -53,6 +53,26 @@ def test_a_pair_whose_links_name_other_words_is_unguided_and_counted():
     assert out[0].shape == (3, 3) and out[1][0].tolist() == [0, 0.5, 0.5, 0]
 
 
+def test_a_links_file_is_read_line_by_line_as_parsing_it_whole_would(tmp_path):
+    """nmt.data.links:PharaohFile — a line is parsed when read, from its offset; blank lines
+    are pairs without links, a last line may lack its newline, and a malformed line is
+    named by file and line."""
+    from nmt.data.links import PharaohFile, parse_pharaoh
+
+    text = "0-0 1-2\n\n3-1 2-2 0-0\n" + "".join(f"{k}-{k}\n" for k in range(300)) + "5-4"
+    path = tmp_path / "train.links"
+    path.write_text(text)
+    links = PharaohFile(path)
+    whole = [parse_pharaoh(line) for line in text.splitlines()]
+    assert len(links) == len(whole) == 304 and list(links) == whole
+    assert links[1] == set() and links[-1] == {(5, 4)} and links[2:4] == whole[2:4]
+    with pytest.raises(IndexError):
+        links[304]
+    path.write_text("0-0\n1-x\n")
+    with pytest.raises(NMTError, match=r"train\.links:2: malformed Pharaoh link '1-x'"):
+        PharaohFile(path)[1]
+
+
 def test_null_teaches_unlinked_words_and_eos_to_attend_to_the_source_eos():
     """guided.null_word: target word 0 has no link and the EOS row none either: both put their
     mass on the source EOS column; a linked row is unchanged; a pair without any link
@@ -138,6 +158,14 @@ def test_weight_zero_trains_exactly_like_an_unguided_run_and_a_weight_changes_it
     assert all(torch.equal(a[k], b[k]) for k in a)
     data = [next(r for r in t.run.read_metrics() if r["kind"] == "data") for t in (plain, guided)]
     assert "unguided" not in data[0] and data[1]["unguided"] == 0  # gold fits every pair
+    d = guided.data  # the targets are computed when a batch reads them, as by hand
+    from nmt.training.guided import PieceTargets, teacher_links
+    links = teacher_links(guided.cfg, guided.cfg.data.train)
+    assert isinstance(d.train_guides, PieceTargets) and len(d.train_guides) == len(links)
+    for i in range(0, len(links), 37):
+        want = piece_targets(d.vocab.src_pieces(d.train_src[i][:-1].tolist()),
+                             d.vocab.tgt_pieces(d.train_tgt[i].tolist()), links[i])
+        assert np.array_equal(d.train_guides[i], want)
     assert any(not torch.equal(a[k], c[k]) for k in a)
     valid = [r for r in guided.run.read_metrics() if r["kind"] == "valid"]
     assert valid and all(0.0 <= r["valid_aer"] <= 1.0 for r in valid)  # beside BLEU

@@ -6,12 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import nmt.data.store as store_module
+import nmt.training.batches as batches_module
 from nmt.core.config import config_to_dict
 from nmt.core.errors import NMTError
 from nmt.core.tokens import EOS
 from nmt.data.batching import filter_long
 from nmt.data.corpora import load_split
-from nmt.data.store import encode_split
+from nmt.data.store import Ragged, encode_split
 from nmt.data.subwords import prepare_vocab
 from nmt.models.checks import config_from_dict
 from nmt.training.batches import sampled_examples
@@ -35,18 +37,21 @@ def _text(vocab, ids) -> str:
     return vocab.tgt.decode([int(i) for i in ids if i > EOS])  # joint: one model
 
 
-def test_training_is_sampled_validation_keeps_the_best(data_root, tmp_path):
+def test_training_is_sampled_validation_keeps_the_best(data_root, tmp_path, monkeypatch):
+    monkeypatch.setattr(store_module, "CHUNK_LINES", 37)  # many chunks, each seeded alone
     cfg = _config(data_root, tmp_path, "sampled", sampling_alpha=0.1)
     trainer = Trainer(cfg, quiet=True)
-    d = trainer.data
-    best_src, best_tgt, keep = list(d.train_src), list(d.train_tgt), list(d.train_idx)
+    d = trainer.data  # the best segmentation is the cached store's (the precision probe
+    best_src, best_tgt = encode_split(cfg, prepare_vocab(cfg), cfg.data.train)  # may have
+    keep = d.sample_keep.tolist()  # sampled epoch 0 already)
     valid = list(d.valid_src)
     batches = trainer.epoch_batches(0)
     src, tgt = d.train_src, d.train_tgt
-    assert len(src) == len(keep) and d.train_idx == list(range(len(keep)))
+    assert len(src) == len(keep) and list(d.train_idx) == list(range(len(keep)))
     changed = sum(not np.array_equal(s, best_src[k]) for s, k in zip(src, keep))
     assert changed > len(keep) // 4, changed  # many pairs split otherwise...
-    for s, t, k in zip(src[:200], tgt[:200], keep):  # ...into the same text
+    assert isinstance(src, Ragged) and src.folder.parent == trainer.run.sampled  # a store
+    for s, t, k in zip(src, tgt, keep):  # ...into the same text
         assert _text(d.vocab, s) == _text(d.vocab, best_src[k]) and s[-1] == EOS
         assert _text(d.vocab, t) == _text(d.vocab, best_tgt[k])
     # the batches are those of the sampled lengths: each stays under the token budget
@@ -61,19 +66,34 @@ def test_training_is_sampled_validation_keeps_the_best(data_root, tmp_path):
     assert _same(valid[:50], [np.asarray(x) for x in d.vocab.encode_src(lines[:50])])
 
 
-def test_same_seed_and_epoch_draw_the_same_segmentation(data_root, tmp_path):
+def test_an_epochs_draw_is_kept_in_the_run_and_read_again_on_resume(data_root, tmp_path,
+                                                                    monkeypatch):
+    """sampled_examples: each epoch's segmentation is written once into the run's
+    sampled/ store and read back while that epoch lasts, so a resumed run continues on the
+    same draw (SentencePiece's sampler cannot be seeded across processes); the next
+    epoch's draw replaces it."""
     cfg = _config(data_root, tmp_path, "sampled_a", sampling_alpha=0.1, sampling_nbest=-1)
     trainer = Trainer(cfg, quiet=True)
-    d = trainer.data
-    first = sampled_examples(cfg, d, 1)
-    other = sampled_examples(cfg, d, 2)
-    assert not _same(first[0], other[0])
-    again = sampled_examples(cfg, d, 1)
-    assert _same(first[0], again[0]) and _same(first[1], again[1])
-    # a second trainer (a resumed run) draws the same epoch, batches included
-    fresh = Trainer(_config(data_root, tmp_path, "sampled_b", sampling_alpha=0.1), quiet=True)
-    assert fresh.epoch_batches(1) == trainer.epoch_batches(1)
-    assert _same(fresh.data.train_src, first[0]) and _same(fresh.data.train_tgt, first[1])
+    assert trainer.fit().step == 2  # inside epoch 0
+    folder = trainer.run.sampled
+    batches = trainer.epoch_batches(0)
+    first = [list(trainer.data.train_src), list(trainer.data.train_tgt)]
+
+    def fail(*args):
+        raise AssertionError("drawn again instead of reading the epoch's store")
+
+    monkeypatch.setattr(batches_module, "sampled_chunks", fail)
+    raw = config_to_dict(cfg)
+    raw["train"]["max_steps"] = 4
+    resumed = Trainer(config_from_dict(raw), resume=True, quiet=True)
+    assert resumed.epoch_batches(0) == batches
+    assert _same(list(resumed.data.train_src), first[0])
+    assert _same(list(resumed.data.train_tgt), first[1])
+    assert resumed.fit().step == 4
+    monkeypatch.undo()
+    other = sampled_examples(cfg, resumed.data, 1, folder)
+    assert not _same(first[0], list(other[0]))
+    assert [p.name.split(".")[0] for p in folder.glob("seed*")] == [f"seed{cfg.train.seed + 1}"]
 
 
 def test_joined_examples_keep_their_pairs(data_root, tmp_path):
@@ -81,7 +101,7 @@ def test_joined_examples_keep_their_pairs(data_root, tmp_path):
     cfg = _config(data_root, tmp_path, "sampled_concat", concat=3, sampling_alpha=0.1)
     d = Trainer(cfg, quiet=True).data
     best = list(d.train_src), list(d.train_tgt)
-    src, tgt = sampled_examples(cfg, d, 0)
+    src, tgt = sampled_examples(cfg, d, 0, tmp_path / "sampled")
     assert len(src) == len(best[0]) < d.kept
     for i in range(0, len(src), 7):
         assert _text(d.vocab, src[i]) == _text(d.vocab, best[0][i])
@@ -95,7 +115,7 @@ def test_alpha_zero_trains_on_the_cached_best_segmentation(data_root, tmp_path):
     d = trainer.data
     src, tgt = encode_split(cfg, prepare_vocab(cfg), cfg.data.train)
     keep = filter_long(src, tgt, cfg.data.max_len)
-    assert d.train_text is None and np.array_equal(d.train_idx, keep)
+    assert d.sample_keep is None and np.array_equal(d.train_idx, keep)
     before = d.train_src, d.train_tgt
     assert trainer.epoch_batches(0) == trainer.epoch_batches(0)
     assert d.train_src is before[0] and d.train_tgt is before[1]  # untouched, not re-encoded

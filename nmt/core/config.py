@@ -61,8 +61,10 @@ class VocabConfig:
     # SentencePiece normalisation. identity: hypotheses in the references' own NFC form;
     # nmt_nfkc (SentencePiece's default) emits "..." for "…". Also nfkc, *_cf (case-folded)
     normalization: str = one_of("identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf")
-    # subword regularisation (Kudo 2018): each epoch re-samples the training segmentation (seed
-    # train.seed + epoch), the rest keeps the best. alpha: smoothing (bpe: dropout), 0 = off
+    # subword regularisation (Kudo 2018): each epoch re-samples the training segmentation into
+    # the run's `sampled/` store (a resumed run continues on it; SentencePiece's draws are not
+    # repeatable from one process to another), the rest keeps the best. alpha: smoothing
+    # (bpe: dropout), 0 = off
     sampling_alpha: float = between(0.0, 0, 1)
     sampling_nbest: int = all_or_count(-1)  # sample among the n best segmentations (-1 = all; unigram)
 

@@ -12,6 +12,8 @@ runs/<name>/
   scores.json            sacreBLEU BLEU/chrF with signatures, BLEU by length
   align/<split>.npz      attention matrices (+ .json index, .links Pharaoh)
   align/steps/           attention of a few validation sentences at each validation
+  sampled/               vocab.sampling_alpha: this epoch's segmentation, an encoded store
+                         (nmt.data.store), replaced by the next epoch's
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class RunDir:
     align = property(lambda self: self.path / "align")
     hyps = property(lambda self: self.path / "hyps")
     precision = property(lambda self: self.path / "precision.json")
+    sampled = property(lambda self: self.path / "sampled")
 
     def checkpoint(self, which: str = "best") -> Path:
         return self.checkpoints / f"{which}.pt"

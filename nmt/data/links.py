@@ -122,3 +122,38 @@ def parse_pharaoh(line: str) -> set[Link]:
     return links
 
 
+
+
+class PharaohFile(Sequence):
+    """A Pharaoh file's links, one set per line, parsed when a line is read: the file is
+    scanned once for where its lines start (8 bytes a line) and a line is read from the
+    file at its offset, so a corpus's links are never held whole."""
+
+    def __init__(self, path: Path):
+        import numpy as np  # start-up: the CLI imports this module, `nmt --help` no numpy
+
+        self.path = Path(path)
+        starts, size = [np.zeros(1, np.int64)], 0
+        with open(self.path, "rb") as handle:
+            while block := handle.read(1 << 24):
+                ends = np.flatnonzero(np.frombuffer(block, np.uint8) == ord("\n"))
+                starts.append(ends.astype(np.int64) + size + 1)
+                size += len(block)
+        self.starts = np.concatenate(starts)
+        if self.starts[-1] != size:  # a last line without its newline
+            self.starts = np.append(self.starts, size)
+        self._handle = open(self.path, "rb")
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        i = range(len(self))[i]  # negative indices; IndexError past the end
+        self._handle.seek(int(self.starts[i]))
+        line = self._handle.read(int(self.starts[i + 1] - self.starts[i])).decode("utf-8")
+        try:
+            return parse_pharaoh(line)
+        except NMTError as exc:
+            raise NMTError(f"{self.path}:{i + 1}: {exc}") from None

@@ -26,7 +26,7 @@ import os
 import shutil
 import sys
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -49,10 +49,11 @@ SIDES = ("src", "tgt")
 class Ragged:
     """Sentences of one side as a flat token array and its offsets (n + 1): `len`, an int
     index gives sentence i as an int32 array, a slice gives a view of the same arrays.
-    `maps`: the shared file maps the arrays view (`release`)."""
+    `maps`: the shared file maps the arrays view (`release`); `folder`: the store's."""
 
-    def __init__(self, flat: np.ndarray, offsets: np.ndarray, maps: tuple = ()):
-        self.flat, self.offsets, self.maps = flat, offsets, maps
+    def __init__(self, flat: np.ndarray, offsets: np.ndarray, maps: tuple = (),
+                 folder: Path | None = None):
+        self.flat, self.offsets, self.maps, self.folder = flat, offsets, maps, folder
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -62,7 +63,8 @@ class Ragged:
             start, stop, step = i.indices(len(self))
             if step != 1:
                 raise ValueError("a Ragged slice takes every sentence (step 1)")
-            return Ragged(self.flat, self.offsets[start:max(stop, start) + 1], self.maps)
+            return Ragged(self.flat, self.offsets[start:max(stop, start) + 1], self.maps,
+                          self.folder)
         i = int(i)
         if i < 0:
             i += len(self)
@@ -129,7 +131,7 @@ def encode_split(cfg: Config, vocab_dir: Path, split: str) -> tuple[Ragged, Ragg
     with file_lock(vocab_dir / f".{split}.lock"):  # another process may be writing it
         sides, _ = open_store(store, n, vocab)
         if sides is None:
-            _write_store(store, paths, n, vocab_dir, vocab, split)
+            _write_store(store, paths, n, vocab, split)
             sides, problem = open_store(store, n, vocab)
             if sides is None:
                 raise NMTError(f"{store}: {problem} right after writing it; check the disk")
@@ -151,7 +153,7 @@ def open_store(store: Path, count: int, vocab: Vocab) -> tuple[tuple | None, str
         if not fits:
             return None, f"does not hold this split's {count:,} encoded pairs"
         sides.append(Ragged(flat.array, offsets.array,
-                            tuple(m.map for m in (flat, offsets) if m.map is not None)))
+                            tuple(m.map for m in (flat, offsets) if m.map is not None), store))
     return (sides[0], sides[1]), ""
 
 
@@ -219,20 +221,29 @@ def _blocks(mapped: _Mapped, rows: int = 1 << 22) -> Iterator[np.ndarray]:
             yield np.frombuffer(block, dtype=dtype)
 
 
-def _write_store(store: Path, paths: tuple[Path, Path], count: int, vocab_dir: Path,
-                 vocab: Vocab, split: str) -> None:
-    """Encode the split into a private folder, then rename it to `store` in one step."""
+def _write_store(store: Path, paths: tuple[Path, Path], count: int, vocab: Vocab,
+                 split: str) -> None:
+    dtypes = (token_dtype(vocab.src_size), token_dtype(vocab.tgt_size))
+    chunks = encoded_chunks(paths, vocab, dtypes, count >= PARALLEL_PAIRS)
+    write_store(store, chunks, count, dtypes, f"encoding {split}")
+    store.with_name(f"{store.name}.npz").unlink(missing_ok=True)  # an older version's
+
+
+def write_store(store: Path, chunks: Iterable[tuple[np.ndarray, ...]], count: int,
+                dtypes: tuple, label: str) -> None:
+    """Write `count` pairs' encoded chunks ((src ids, src lengths, tgt ids, tgt lengths),
+    in order) into a private folder, then rename it to `store` in one step; the caller
+    holds the store's lock."""
     for suffix in ("tmp", "old"):  # a killed writer's folders (this process holds the lock)
         for stale in store.parent.glob(f"{store.name}.{suffix}*"):
             shutil.rmtree(stale, ignore_errors=True)
     tmp = store.with_name(f"{store.name}.tmp{os.getpid()}")
     tmp.mkdir(parents=True)
     try:
-        dtypes = (token_dtype(vocab.src_size), token_dtype(vocab.tgt_size))
         writers = [(_NpyWriter(tmp / f"{side}.npy", dtype), _Offsets(tmp / f"{side}_off.npy"))
                    for side, dtype in zip(SIDES, dtypes)]
-        with counting(count, f"encoding {split}"):
-            for chunk in encoded_chunks(paths, vocab, dtypes, count >= PARALLEL_PAIRS):
+        with counting(count, label):
+            for chunk in chunks:
                 for (tokens, offsets), (flat, lengths) in zip(writers, (chunk[:2], chunk[2:])):
                     tokens.append(flat)
                     offsets.append(lengths)
@@ -245,9 +256,31 @@ def _write_store(store: Path, paths: tuple[Path, Path], count: int, vocab_dir: P
             store.rename(old)
         tmp.rename(store)
         shutil.rmtree(old, ignore_errors=True)
-        store.with_name(f"{store.name}.npz").unlink(missing_ok=True)  # an older version's
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def sampled_chunks(paths: tuple[Path, Path], vocab: Vocab, keep: np.ndarray, alpha: float,
+                   nbest: int, seed: int) -> Iterator[tuple[np.ndarray, ...]]:
+    """`write_store`'s chunks of the pairs at line numbers `keep` (ascending) of the text
+    files, each segmented by sampling (Vocab.sample_pairs): chunk c is seeded by `seed`
+    and c alone, so writing it again draws the same. Lines are streamed, never held whole."""
+    dtypes = (token_dtype(vocab.src_size), token_dtype(vocab.tgt_size))
+    wanted = np.zeros(int(keep[-1]) + 1 if len(keep) else 0, dtype=bool)
+    wanted[keep] = True
+    for c, (src, tgt) in enumerate(_line_chunks(paths)):
+        rows = np.flatnonzero(wanted[c * CHUNK_LINES:c * CHUNK_LINES + len(src)]).tolist()
+        if rows:
+            ids = vocab.sample_pairs([src[i] for i in rows], [tgt[i] for i in rows], alpha,
+                                     nbest, (seed * 1_000_003 + c) % (2**32 - 1))
+            yield (*_flat(ids[0], dtypes[0]), *_flat(ids[1], dtypes[1]))
+
+
+def _flat(ids: list[list[int]], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """A chunk's sentences as one token array and their lengths."""
+    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype, count=int(lengths.sum()))
+    return flat, lengths
 
 
 def encoded_chunks(paths: tuple[Path, Path], vocab: Vocab, dtypes: tuple, parallel: bool
@@ -273,13 +306,7 @@ def encoded_chunks(paths: tuple[Path, Path], vocab: Vocab, dtypes: tuple, parall
 
 def encode_chunk(vocab: Vocab, src: list[str], tgt: list[str], dtypes: tuple
                  ) -> tuple[np.ndarray, ...]:
-    out = []
-    for ids, dtype in ((vocab.encode_src(src), dtypes[0]), (vocab.encode_tgt(tgt), dtypes[1])):
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype,
-                           count=int(lengths.sum()))
-        out += [flat, lengths]
-    return tuple(out)
+    return (*_flat(vocab.encode_src(src), dtypes[0]), *_flat(vocab.encode_tgt(tgt), dtypes[1]))
 
 
 _WORKER: dict = {}  # a pool worker's vocabulary and dtypes

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 import sentencepiece as spm
 
 from nmt.core.config import Config
@@ -62,17 +61,19 @@ class Vocab:
         return self.tgt.encode([normalise(x) for x in lines])
 
     def sample_pairs(self, src_lines: list[str], tgt_lines: list[str], alpha: float, nbest: int,
-                     seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+                     seed: int) -> tuple[list[list[int]], list[list[int]]]:
         """Subword regularisation (Kudo 2018): one segmentation of each pair drawn from
         SentencePiece's distribution (`alpha`, `nbest` as its nbest_size; BPE: dropout `alpha`),
-        as encode_src/encode_tgt shape them. The same `seed` draws the same segmentations:
-        SentencePiece's generator is global and is reproducible on one thread only."""
+        shaped as encode_src/encode_tgt's. `seed` goes to SentencePiece's global generator:
+        within one process it draws the same segmentations again, but not in another
+        process, as SentencePiece's sampler cannot be seeded across processes
+        (google/sentencepiece#609); a run therefore keeps each epoch's draw
+        (nmt.training.batches.sampled_examples)."""
         options = {"enable_sampling": True, "alpha": alpha, "nbest_size": nbest, "num_threads": 1}
         spm.set_random_generator_seed(seed % (2**32 - 1))  # 2**32 - 1 means "unseeded"
         src = self.src.encode([normalise(x) for x in src_lines], **options)
         tgt = self.tgt.encode([normalise(x) for x in tgt_lines], **options)
-        return ([np.asarray(ids + [EOS], dtype=np.int32) for ids in src],
-                [np.asarray(ids, dtype=np.int32) for ids in tgt])
+        return [ids + [EOS] for ids in src], tgt
 
     @property
     def normalization(self) -> str:

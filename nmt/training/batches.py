@@ -4,15 +4,21 @@ and guided alignment add to them."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
+from nmt.core.locks import file_lock
 from nmt.data.batching import filter_long, join_pairs
-from nmt.data.corpora import head_lines, load_split, split_paths
-from nmt.data.store import encode_split
+from nmt.data.corpora import head_lines, split_paths
+from nmt.data.store import encode_split, open_store, sampled_chunks, token_dtype, write_store
 from nmt.data.subwords import Vocab, prepare_vocab
 from nmt.training import distributed as dist
 from nmt.training.guided import guide_targets, teacher_links
@@ -21,19 +27,21 @@ from nmt.training.guided import guide_targets, teacher_links
 @dataclass
 class Data:
     vocab: Vocab
-    train_src: Sequence  # the store's Ragged sides (nmt.data.store), or a Joined view of
-    train_tgt: Sequence  # them (data.concat), or lists (this epoch's sampled segmentation)
+    train_src: Sequence  # the store's Ragged sides (nmt.data.store), this epoch's sampled
+    train_tgt: Sequence  # store's (vocab.sampling_alpha), or a Joined view (data.concat)
     train_idx: Sequence[int]
     valid_src: Sequence  # the first train.valid_sentences of the validation store
     valid_refs: list[str]
     valid_tgt: Sequence
     pairs: int  # the corpus's training pairs, and those kept by data.max_len (before
     kept: int  # data.concat joins them into train_src/train_tgt)
-    # vocab.sampling_alpha: the kept pairs' text, segmented anew each epoch (sampled_examples)
-    train_text: tuple[list[str], list[str]] | None = None
+    # vocab.sampling_alpha: the kept pairs' line numbers, segmented anew each epoch from
+    # the text files (sampled_examples); the best segmentation's store
+    sample_keep: np.ndarray | None = None
+    best_store: Path | None = None
     # guided.weight: each training pair's piece targets (None: no links), the validation
     # pairs' teacher links, and how many training pairs the links did not fit
-    train_guides: list | None = None
+    train_guides: Sequence | None = None
     valid_links: list | None = None
     unguided: int = 0
 
@@ -56,14 +64,13 @@ def load_data(cfg: Config) -> Data:
     refs = head_lines(split_paths(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair,
                                   cfg.data.valid)[1], n)  # the first n, not the whole split
     pairs, kept = len(src), len(keep)
-    text = None
-    if cfg.vocab.sampling_alpha:  # max_len filters on the best segmentation
-        lines = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, cfg.data.train)
-        text = tuple([side[i] for i in keep] for side in lines)
+    sample_keep = keep if cfg.vocab.sampling_alpha else None  # filtered on the best one
+    best_store = src.folder
     if cfg.data.concat > 1:
         src, tgt = join_pairs(src, tgt, keep, cfg.data.concat, cfg.train.seed)
         keep = range(len(src))
-    data = Data(vocab, src, tgt, keep, v_src[:n], refs[:n], v_tgt[:n], pairs, kept, text)
+    data = Data(vocab, src, tgt, keep, v_src[:n], refs[:n], v_tgt[:n], pairs, kept,
+                sample_keep, best_store)
     if cfg.guided.weight:
         _add_guides(cfg, data)
     return data
@@ -81,13 +88,38 @@ def _add_guides(cfg: Config, d: Data) -> None:
     d.valid_links = teacher_links(cfg, cfg.data.valid)[:len(d.valid_src)]
 
 
-def sampled_examples(cfg: Config, d: Data, epoch: int) -> tuple[list, list]:
+def sampled_examples(cfg: Config, d: Data, epoch: int, folder: Path) -> tuple:
     """vocab.sampling_alpha: epoch `epoch`'s training examples, the kept pairs segmented by
-    sampling (seeded by train.seed + epoch, so a resumed run draws the same) and joined into
-    the same runs of pairs as load_data's (join_pairs' draws do not depend on the ids)."""
+    sampling (Vocab.sample_pairs, seeded with train.seed + epoch) and joined into the same
+    runs of pairs as load_data's (join_pairs' draws do not depend on the ids).
+
+    They are streamed from the text files into a store in `folder` (the run's `sampled/`),
+    read back while it holds this epoch, and every other epoch's store there is removed.
+    SentencePiece's draws differ from process to process, so this store is what lets a
+    resumed run continue its epoch on the same segmentation. Ranks take turns under a
+    lock: the first writes, the others read what it wrote."""
     v = cfg.vocab
-    src, tgt = d.vocab.sample_pairs(*d.train_text, v.sampling_alpha, v.sampling_nbest,
-                                    cfg.train.seed + epoch)
+    seed = cfg.train.seed + epoch
+    key = hashlib.sha256(json.dumps([str(d.best_store), cfg.data.max_len, v.sampling_alpha,
+                                     v.sampling_nbest]).encode()).hexdigest()[:12]
+    store = folder / f"seed{seed}.{key}"
+    folder.mkdir(parents=True, exist_ok=True)
+    with file_lock(folder / ".lock"):
+        sides, _ = open_store(store, len(d.sample_keep), d.vocab)
+        if sides is None:
+            paths = split_paths(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair,
+                                cfg.data.train)
+            dtypes = (token_dtype(d.vocab.src_size), token_dtype(d.vocab.tgt_size))
+            chunks = sampled_chunks(paths, d.vocab, d.sample_keep, v.sampling_alpha,
+                                    v.sampling_nbest, seed)
+            write_store(store, chunks, len(d.sample_keep), dtypes, f"sampling epoch {epoch}")
+            sides, problem = open_store(store, len(d.sample_keep), d.vocab)
+            if sides is None:
+                raise NMTError(f"{store}: {problem} right after writing it; check the disk")
+        for other in folder.glob("seed*"):
+            if other != store and other.is_dir():
+                shutil.rmtree(other, ignore_errors=True)
+    src, tgt = sides
     if cfg.data.concat > 1:
-        return join_pairs(src, tgt, list(range(len(src))), cfg.data.concat, cfg.train.seed)
+        return join_pairs(src, tgt, range(len(src)), cfg.data.concat, cfg.train.seed)
     return src, tgt

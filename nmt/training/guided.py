@@ -35,7 +35,8 @@ from nmt.core.config import Config
 from nmt.core.errors import NMTError
 from nmt.core.tokens import EOS
 from nmt.data.corpora import corpus_dir, corpus_gold, load_split
-from nmt.data.links import GoldAlignment, Link, format_pharaoh, parse_pharaoh, read_gold
+from nmt.data.folder import sha256_file
+from nmt.data.links import GoldAlignment, Link, PharaohFile, format_pharaoh, read_gold
 from nmt.data.symmetrize import symmetrize
 from nmt.models.attention import supervised
 
@@ -73,17 +74,31 @@ def piece_targets(src_pieces: Sequence[str], tgt_pieces: Sequence[str], links: s
     return np.divide(out, total, out=out, where=total > 0)
 
 
-def guide_targets(vocab, src_ids: list, tgt_ids: list, links: list[set[Link]],
-                  null: bool = False) -> tuple[list[np.ndarray | None], int]:
-    """`piece_targets` of every encoded pair (src ids end in EOS), and how many pairs the
-    links did not fit (they get None: no guidance)."""
-    out, misfit = [], 0
-    for s, t, pair_links in zip(src_ids, tgt_ids, links, strict=True):
-        src = vocab.src_pieces([int(i) for i in s if i != EOS])
-        target = piece_targets(src, vocab.tgt_pieces([int(i) for i in t]), pair_links, null)
-        misfit += target is None
-        out.append(target)
-    return out, misfit
+class PieceTargets(Sequence):
+    """Every pair's `piece_targets` (src ids end in EOS), computed when a batch reads it, so
+    training holds the links' line offsets (PharaohFile) rather than a matrix per pair."""
+
+    def __init__(self, vocab, src_ids: Sequence, tgt_ids: Sequence, links: Sequence[set[Link]],
+                 null: bool = False):
+        if not len(src_ids) == len(tgt_ids) == len(links):
+            raise ValueError(f"{len(links)} pairs' links for {len(src_ids)} pairs")
+        self.vocab, self.src, self.tgt, self.links, self.null = vocab, src_ids, tgt_ids, links, null
+
+    def __len__(self) -> int:
+        return len(self.links)
+
+    def __getitem__(self, i: int) -> np.ndarray | None:
+        src = self.vocab.src_pieces([int(x) for x in self.src[i] if x != EOS])
+        tgt = self.vocab.tgt_pieces([int(x) for x in self.tgt[i]])
+        return piece_targets(src, tgt, self.links[i], self.null)
+
+
+def guide_targets(vocab, src_ids: Sequence, tgt_ids: Sequence, links: Sequence[set[Link]],
+                  null: bool = False) -> tuple[PieceTargets, int]:
+    """The pairs' `PieceTargets`, and how many pairs the links do not fit (they get None:
+    no guidance), counted in one pass that also reads every line of the links."""
+    targets = PieceTargets(vocab, src_ids, tgt_ids, links, null)
+    return targets, sum(targets[i] is None for i in range(len(targets)))
 
 
 def pair_guides(cfg: Config, vocab, sources: Sequence[str], targets: Sequence[str],
@@ -119,11 +134,11 @@ def links_folder(cfg: Config) -> Path:
         for lang in (cfg.src_lang, cfg.tgt_lang):
             path = folder / f"{split}.{lang}"
             if path.is_file():
-                digest.update(hashlib.sha256(path.read_bytes()).digest())
+                digest.update(bytes.fromhex(sha256_file(path)))
     return folder / "links" / f"{cfg.data.pair}.eflomal-{digest.hexdigest()[:16]}"
 
 
-def teacher_links(cfg: Config, split: str, compute: bool = True) -> list[set[Link]]:
+def teacher_links(cfg: Config, split: str, compute: bool = True) -> Sequence[set[Link]]:
     """The teacher's word links (source, target) of every pair of `split`; eflomal's come
     from the cache, computed first (for the training and validation splits together)
     when `compute` and missing."""
@@ -143,7 +158,7 @@ def teacher_links(cfg: Config, split: str, compute: bool = True) -> list[set[Lin
     if not path.is_file():
         raise NMTError(f"{path}: eflomal's links cover {cfg.data.train} and {cfg.data.valid} "
                        f"only, not {split}")
-    return [parse_pharaoh(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return PharaohFile(path)
 
 
 def write_teacher_links(cfg: Config, threads: int | None = None) -> Path:

@@ -187,9 +187,9 @@ class Trainer:
         """This rank's token batches of `epoch`, shuffled with seed train.seed + epoch: each
         epoch of a run has its own order, and a resumed run the same one."""
         d = self.data
-        if d.train_text is not None:  # this epoch's sampled segmentation, its own lengths
-            d.train_src, d.train_tgt = sampled_examples(self.cfg, d, epoch)
-            d.train_idx = list(range(len(d.train_src)))
+        if d.sample_keep is not None:  # this epoch's sampled segmentation, its own lengths
+            d.train_src, d.train_tgt = sampled_examples(self.cfg, d, epoch, self.run.sampled)
+            d.train_idx = range(len(d.train_src))
         lengths = pair_lengths(d.train_src, d.train_tgt)  # from a store's offsets
         batches = token_batches(lengths, self.cfg.train.batch_tokens,
                                 self.cfg.train.seed + epoch, d.train_idx)
