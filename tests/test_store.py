@@ -255,3 +255,38 @@ def test_a_trained_model_records_no_path_and_repeats_byte_for_byte(tmp_path):
         _make_corpus(folder)
         models.append((prepare_vocab(_cfg(folder)) / "joint.model").read_bytes())
     assert models[0] == models[1] and str(tmp_path).encode() not in models[0]
+
+
+def test_a_resumed_run_on_a_store_written_by_workers_matches_an_uninterrupted_one(
+        data_root, tmp_path, monkeypatch):
+    """Exact resume on a corpus encoded by worker processes (as one above PARALLEL_PAIRS
+    is): 4 steps, then --resume to 8, reach the parameters of 8 steps in one go."""
+    from nmt.training.trainer import Trainer
+    from tests.test_train import MODELS, tiny_config
+
+    root = tmp_path / "data"
+    shutil.copytree(data_root / "synth", root / "synth", ignore=shutil.ignore_patterns("spm"))
+    monkeypatch.setattr(store_module, "PARALLEL_PAIRS", 1)
+    monkeypatch.setattr(store_module, "CHUNK_LINES", 2_000)
+    monkeypatch.setattr(store_module, "WORKERS", 2)
+    calls = []
+    real = store_module.encoded_chunks
+
+    def recording(paths, vocab, dtypes, parallel):
+        calls.append(parallel)
+        return real(paths, vocab, dtypes, parallel)
+
+    monkeypatch.setattr(store_module, "encoded_chunks", recording)
+    model = {**MODELS["bahdanau"], "dropout": 0.2}
+    first = Trainer(tiny_config(root, tmp_path, "full", model, max_steps=8, valid_every=4),
+                    quiet=True)
+    first.fit()
+    assert calls and all(calls)  # every split of the corpus written by the workers
+    Trainer(tiny_config(root, tmp_path, "part", model, max_steps=4, valid_every=4),
+            quiet=True).fit()
+    resumed = Trainer(tiny_config(root, tmp_path, "part", model, max_steps=8, valid_every=4),
+                      resume=True, quiet=True)
+    assert resumed.progress.step == 4 and isinstance(resumed.data.train_src, Ragged)
+    resumed.fit()
+    a, b = first.model.state_dict(), resumed.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
