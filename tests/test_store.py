@@ -4,8 +4,10 @@ and training's batches read from its offsets, equal to those of the lists it rep
 from __future__ import annotations
 
 import mmap
+import os
 import random
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -290,3 +292,26 @@ def test_a_resumed_run_on_a_store_written_by_workers_matches_an_uninterrupted_on
     resumed.fit()
     a, b = first.model.state_dict(), resumed.model.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_an_unguarded_script_gets_one_line_not_a_hang(root, tmp_path):
+    """A script whose top level encodes a split above PARALLEL_PAIRS without the
+    `if __name__ == "__main__":` guard: each spawned worker re-runs it and stops at
+    encode_split, and the script ends with one line naming the guard."""
+    cfg = _cfg(root)
+    prepare_vocab(cfg)  # the script's workers need not train SentencePiece again
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import nmt.data.store as store\n"
+        "from nmt.data.subwords import prepare_vocab\n"
+        "from tests.test_subwords import _cfg\n"
+        f"cfg = _cfg({str(root)!r})\n"
+        "store.PARALLEL_PAIRS, store.WORKERS = 1, 2\n"
+        "store.encode_split(cfg, prepare_vocab(cfg), 'train')\n")
+    repo = str(Path(__file__).parent.parent)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": repo})
+    assert done.returncode != 0
+    assert "a worker process re-running a script" in done.stderr  # each worker's line
+    last = done.stderr.strip().splitlines()[-1]
+    assert "NMTError" in last and "__main__" in last and "docs/data.md" in last

@@ -13,7 +13,8 @@ The store is written whole or not at all: chunks of lines are streamed from the 
 files, encoded (by a pool of worker processes above PARALLEL_PAIRS pairs), appended to the
 arrays in a private folder, and the folder is renamed into place under a lock. The workers
 are spawned, so a script that encodes a large split guards its entry point with
-`if __name__ == "__main__":`, as multiprocessing requires.
+`if __name__ == "__main__":`, as multiprocessing requires; a worker re-running an
+unguarded script stops at `encode_split`, and the writer names the guard.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import shutil
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -113,6 +116,10 @@ def scan(path: Path) -> tuple[str, int]:
 def encode_split(cfg: Config, vocab_dir: Path, split: str) -> tuple[Ragged, Ragged]:
     """The encoded (source, target) store of a split, built once per text and vocabulary;
     a damaged or ill-fitting store is named on stderr and encoded again."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):  # what spawn checks
+        raise SystemExit(f"encoding {split}: this is a worker process re-running a script "
+                         "whose top level encodes or trains; put it under `if __name__ == "
+                         "\"__main__\":` (docs/data.md)")
     paths = split_paths(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, split)
     (src_sha, n), (tgt_sha, m) = scan(paths[0]), scan(paths[1])
     if n != m:
@@ -286,22 +293,29 @@ def _flat(ids: list[list[int]], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray
 def encoded_chunks(paths: tuple[Path, Path], vocab: Vocab, dtypes: tuple, parallel: bool
                    ) -> Iterator[tuple[np.ndarray, ...]]:
     """(src tokens, src lengths, tgt tokens, tgt lengths) of each chunk of lines, in order;
-    `parallel`: encoded by a spawned pool, at most two chunks per worker in flight."""
+    `parallel`: encoded by a spawned pool, at most two chunks per worker in flight; a
+    worker that dies (or cannot start) is a one-line NMTError, not a hang."""
     chunks = _line_chunks(paths)
     if not parallel:
         for src, tgt in chunks:
             yield encode_chunk(vocab, src, tgt, dtypes)
         return
     workers = WORKERS
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(workers, _start_worker, (tuple(map(str, vocab.paths)), dtypes)) as pool:
-        waiting: deque = deque()
-        for src, tgt in chunks:
-            waiting.append(pool.apply_async(_worker_chunk, (src, tgt)))
-            if len(waiting) >= 2 * workers:
-                yield waiting.popleft().get()
-        while waiting:
-            yield waiting.popleft().get()
+    pool = ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _start_worker,
+                               (tuple(map(str, vocab.paths)), dtypes))
+    try:
+        with pool:
+            waiting: deque = deque()
+            for src, tgt in chunks:
+                waiting.append(pool.submit(_worker_chunk, src, tgt))
+                if len(waiting) >= 2 * workers:
+                    yield waiting.popleft().result()
+            while waiting:
+                yield waiting.popleft().result()
+    except BrokenProcessPool:
+        raise NMTError(f"{paths[0]}: an encoding worker process stopped before its chunk was "
+                       "done (out of memory, killed, or a script without the `if __name__ == "
+                       "\"__main__\":` guard that spawned workers need: docs/data.md)") from None
 
 
 def encode_chunk(vocab: Vocab, src: list[str], tgt: list[str], dtypes: tuple
