@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -109,13 +110,14 @@ def join_pairs(src, tgt, indices, most: int, seed: int) -> tuple[Joined, Joined]
     """Longer training examples: the pairs at `indices`, shuffled, cut into runs of 1..`most`
     (sizes drawn uniformly), each run joined into one pair. Every pair is used once; only
     the last source of a run keeps its EOS, so a joined source reads as one sentence."""
-    order = [int(i) for i in indices]
-    rng = random.Random(seed)
+    order = array("q")  # 8 bytes a pair, not a list: random.shuffle takes any mutable
+    order.frombytes(np.asarray(indices, dtype=np.int64).tobytes())  # sequence, and draws
+    rng = random.Random(seed)  # what it drew for the list
     rng.shuffle(order)
-    starts = [0]
+    starts = array("q", [0])
     while starts[-1] < len(order):
         starts.append(min(starts[-1] + rng.randint(1, most), len(order)))
-    order_arr, starts_arr = np.asarray(order, np.int64), np.asarray(starts, np.int64)
+    order_arr, starts_arr = np.frombuffer(order, np.int64), np.frombuffer(starts, np.int64)
     return Joined(src, order_arr, starts_arr, True), Joined(tgt, order_arr, starts_arr, False)
 
 
