@@ -111,17 +111,13 @@ def test_a_cut_array_is_encoded_again(root, capsys, name):
     assert not list(vocab_dir.glob("val.*.old*")) and not list(vocab_dir.glob("*.tmp*"))
 
 
-def test_worker_processes_write_the_same_bytes(root, monkeypatch):
-    cfg = _cfg(root, joint=False)
-    vocab_dir = prepare_vocab(cfg)
-    encode_split(cfg, vocab_dir, "train")
-    folder = _store(vocab_dir, "train")
-    alone = {name: (folder / name).read_bytes() for name in FILES}
-    shutil.rmtree(folder)
+def _encode_with_workers(monkeypatch, chunk_lines: int) -> list[bool]:
+    """Every split encoded by 2 worker processes in chunks of `chunk_lines`; the list fills
+    with each encoding's `parallel` flag."""
     monkeypatch.setattr(store_module, "PARALLEL_PAIRS", 1)
-    monkeypatch.setattr(store_module, "CHUNK_LINES", 23)  # 9 chunks, the last one short
+    monkeypatch.setattr(store_module, "CHUNK_LINES", chunk_lines)
     monkeypatch.setattr(store_module, "WORKERS", 2)
-    calls = []
+    calls: list[bool] = []
     real = store_module.encoded_chunks
 
     def recording(paths, vocab, dtypes, parallel):
@@ -129,6 +125,17 @@ def test_worker_processes_write_the_same_bytes(root, monkeypatch):
         return real(paths, vocab, dtypes, parallel)
 
     monkeypatch.setattr(store_module, "encoded_chunks", recording)
+    return calls
+
+
+def test_worker_processes_write_the_same_bytes(root, monkeypatch):
+    cfg = _cfg(root, joint=False)
+    vocab_dir = prepare_vocab(cfg)
+    encode_split(cfg, vocab_dir, "train")
+    folder = _store(vocab_dir, "train")
+    alone = {name: (folder / name).read_bytes() for name in FILES}
+    shutil.rmtree(folder)
+    calls = _encode_with_workers(monkeypatch, 23)  # 9 chunks, the last one short
     encode_split(cfg, vocab_dir, "train")
     assert calls == [True]
     assert {name: (folder / name).read_bytes() for name in FILES} == alone
@@ -268,17 +275,7 @@ def test_a_resumed_run_on_a_store_written_by_workers_matches_an_uninterrupted_on
 
     root = tmp_path / "data"
     shutil.copytree(data_root / "synth", root / "synth", ignore=shutil.ignore_patterns("spm"))
-    monkeypatch.setattr(store_module, "PARALLEL_PAIRS", 1)
-    monkeypatch.setattr(store_module, "CHUNK_LINES", 2_000)
-    monkeypatch.setattr(store_module, "WORKERS", 2)
-    calls = []
-    real = store_module.encoded_chunks
-
-    def recording(paths, vocab, dtypes, parallel):
-        calls.append(parallel)
-        return real(paths, vocab, dtypes, parallel)
-
-    monkeypatch.setattr(store_module, "encoded_chunks", recording)
+    calls = _encode_with_workers(monkeypatch, 2_000)
     model = {**MODELS["bahdanau"], "dropout": 0.2}
     first = Trainer(tiny_config(root, tmp_path, "full", model, max_steps=8, valid_every=4),
                     quiet=True)

@@ -122,8 +122,6 @@ def parse_pharaoh(line: str) -> set[Link]:
     return links
 
 
-
-
 class PharaohFile(Sequence):
     """A Pharaoh file's links, one set per line, parsed when a line is read: the file is
     scanned once for where its lines start (8 bytes a line) and a line is read from the
@@ -137,7 +135,7 @@ class PharaohFile(Sequence):
         with open(self.path, "rb") as handle:
             while block := handle.read(1 << 24):
                 ends = np.flatnonzero(np.frombuffer(block, np.uint8) == ord("\n"))
-                starts.append(ends.astype(np.int64) + size + 1)
+                starts.append(ends + size + 1)
                 size += len(block)
         self.starts = np.concatenate(starts)
         if self.starts[-1] != size:  # a last line without its newline

@@ -196,24 +196,16 @@ def _fits(flat: _Mapped, offsets: _Mapped, count: int, size: int) -> bool:
     file or a hand's edit); read block by block from the files."""
     tokens, ends = flat.array, offsets.array
     if not (len(ends) == count + 1 and np.issubdtype(tokens.dtype, np.integer)
-            and np.issubdtype(ends.dtype, np.integer)
-            and _first(offsets) == 0 and _first(offsets, -1) == len(tokens)):
+            and np.issubdtype(ends.dtype, np.integer)):
         return False
-    last = 0
-    for block in _blocks(offsets):
-        if block[0] < last or (np.diff(block) < 0).any():
+    last = None
+    for block in _blocks(offsets):  # from 0, never falling, to the number of tokens
+        if (block[0] != 0 if last is None else block[0] < last) or (np.diff(block) < 0).any():
             return False
         last = block[-1]
+    if last != len(tokens):
+        return False
     return all(block.min() >= 0 and block.max() < size for block in _blocks(flat))
-
-
-def _first(mapped: _Mapped, at: int = 0) -> int:
-    """One value of a mapped array, read from its file (at -1: the last)."""
-    at = at % len(mapped.array)
-    item = mapped.array.dtype.itemsize
-    with open(mapped.path, "rb") as handle:
-        handle.seek(mapped.start + at * item)
-        return int(np.frombuffer(handle.read(item), dtype=mapped.array.dtype)[0])
 
 
 def _blocks(mapped: _Mapped, rows: int = 1 << 22) -> Iterator[np.ndarray]:
