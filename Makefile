@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install test fuzz load gpu-check demo bench bench-data bench-bleu bench-decode bench-align multi30k lint clean mutants lab docs
+.PHONY: install test fuzz kill load gpu-check demo bench bench-data bench-bleu bench-decode bench-align multi30k lint clean mutants lab docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,12 @@ test: $(STAMP)
 # requests, valid and invalid) and the Hypothesis properties at 400 examples each.
 fuzz: $(STAMP)
 	$(BIN)/python -m pytest tests/test_fuzz.py tests/test_engine_agreement.py -n 0 -s --hypothesis-profile=fuzz
+
+# The kill harness's full profile: nmt data import, nmt data prepare (encoding workers) and
+# nmt train (subword sampling) killed by SIGKILL and SIGTERM 30 times each, with the counts
+# (make test kills once per verb and signal; docs/data.md, "Safe to kill").
+kill: $(STAMP)
+	NMT_KILLS=30 $(BIN)/python -m pytest tests/test_kills.py -n 0 -s
 
 # nmt serve under Locust over make demo's Bahdanau and Transformer runs: 8, 16 and 32 users,
 # 60 s each; ARGS="--soak-minutes 10" adds the soak (docs/serve.md).

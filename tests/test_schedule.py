@@ -77,8 +77,8 @@ def test_every_rank_steps_with_rank_0s_budget_fraction(data_root, tmp_path, monk
     applied = []
     step = trainer.train_step
 
-    def recording(batch, used=0.0):
-        loss = step(batch, used)
+    def recording(batch, used=0.0, real=True):
+        loss = step(batch, used, real)
         applied.append(trainer.optim.param_groups[0]["lr"])
         return loss
 

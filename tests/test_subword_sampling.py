@@ -93,6 +93,9 @@ def test_an_epochs_draw_is_kept_in_the_run_and_read_again_on_resume(data_root, t
     monkeypatch.undo()
     other = sampled_examples(cfg, resumed.data, 1, folder)
     assert not _same(first[0], list(other[0]))
+    names = sorted(p.name.split(".")[0] for p in folder.glob("seed*"))  # epoch 0's stays
+    assert names == [f"seed{cfg.train.seed}", f"seed{cfg.train.seed + 1}"]  # until a
+    batches_module.prune_sampled(cfg, folder, 1)  # checkpoint of epoch 1 is saved (defect 3)
     assert [p.name.split(".")[0] for p in folder.glob("seed*")] == [f"seed{cfg.train.seed + 1}"]
 
 

@@ -92,7 +92,7 @@ def test_prepare_trains_once_then_reuses(root, train_calls, monkeypatch):
     first = prepare_vocab(cfg)
     assert len(train_calls) == 1
     assert train_calls[0]["vocab_size"] == 100
-    assert first.parent == root / "multi30k" / "de-en" / "spm"
+    assert first.parent == root / ".cache" / "spm"  # outside the corpus folder
     assert {p.name for p in first.iterdir()} == {"joint.model", "joint.vocab", "options.json"}
     assert not list(first.parent.glob("*.tmp*"))  # the temporary folder was renamed away
 

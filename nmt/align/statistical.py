@@ -30,8 +30,9 @@ from nmt.align.metrics import alignment_summary
 from nmt.align.records import AlignmentRecord
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
-from nmt.data.corpora import corpus_gold, load_split
+from nmt.data.corpora import corpus_gold
 from nmt.data.links import Link, parse_pharaoh
+from nmt.data.pin import corpus_of, scoring_split
 from nmt.data.symmetrize import DEFAULT_HEURISTIC, symmetrize
 
 INSTALL_HINT = ("the statistical aligner needs eflomal, an optional extra: "
@@ -166,7 +167,7 @@ def statistical_rows(cfg: Config, sources: Sequence[str], targets: Sequence[str]
     pairs are a split of the same corpus), one row per symmetrisation heuristic."""
 
     require_eflomal()
-    train = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, cfg.data.train)
+    train = corpus_of(cfg).load(cfg.data.train)
     langs = None if from_corpus else (cfg.src_lang, cfg.tgt_lang)
     fwd, rev, info = statistical_links(sources, targets, train, langs, threads)
     rows = []
@@ -184,7 +185,7 @@ def corpus_statistical(cfg: Config, split: str, heuristic: str = DEFAULT_HEURIST
     """eflomal on a split of the run's corpus (for `nmt compare --statistical`): the records
     and their summary (AER and the diagonal's against the corpus gold, when it has one)."""
 
-    sources, targets = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, split)
+    sources, targets, _ = scoring_split(cfg, cfg.run_dir, split)
     if limit:
         sources, targets = sources[:limit], targets[:limit]
     (_, records, info), = statistical_rows(cfg, sources, targets, True, (heuristic,))

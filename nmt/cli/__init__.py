@@ -7,19 +7,30 @@ commands on `app` once, when it is imported here.
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import typer
 
 from nmt.cli import align, core, explore, lab, serve  # noqa: F401  (register commands)
 from nmt.cli.app import STATE, app
-from nmt.core.errors import NMTError
+from nmt.core.errors import Interrupted, NMTError
 
 __all__ = ["app", "main"]
 
 
+def _stop(signum, frame) -> None:
+    """SIGTERM and SIGHUP, as Ctrl-C: the exception unwinds every command's cleanup."""
+    raise Interrupted(signum)
+
+
 def main() -> None:
-    """Console entry point: one-line errors unless --debug."""
+    """Console entry point: one-line errors unless --debug. SIGTERM and SIGHUP stop a
+    command as Ctrl-C does (its temporary files removed, its workers stopped), with one line
+    and the status a shell gives a signal's death (128 + its number)."""
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), _stop)
     try:
         # typer.Exit and Ctrl-C inside a command come back as the exit code (130: Ctrl-C)
         code = app(standalone_mode=False)
@@ -34,7 +45,8 @@ def main() -> None:
         where = f"{exc.filename}: " if exc.filename else ""
         typer.echo(f"nmt: error: {where}{exc.strerror or exc}; check the path", err=True)
         sys.exit(2)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        Interrupted.last = exc if isinstance(exc, Interrupted) else Interrupted.last
         code = 130
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -48,7 +60,13 @@ def main() -> None:
         typer.echo(f"nmt: error: {message} (see `{_command(exc)} --help`)", err=True)
         sys.exit(exc.exit_code)
     if code == 130:
-        typer.echo("nmt: interrupted", err=True)
+        stop = Interrupted.last
+        if stop is not None:
+            code = 128 + stop.signum
+            name = signal.Signals(stop.signum).name
+            typer.echo(f"nmt: {stop.message or f'stopped by {name}'}", err=True)
+        else:
+            typer.echo("nmt: interrupted", err=True)
     if isinstance(code, int) and code:
         sys.exit(code)
 

@@ -73,7 +73,12 @@ def data_import(
     max_ratio: Annotated[float, typer.Option(
         min=0, help="drop pairs whose longer side has more than this many times the "
                     "shorter's words (0: off)")] = 9.0,
-    keep_empty: Annotated[bool, typer.Option("--keep-empty", help="keep an empty side")] = False,
+    extra_columns: Annotated[bool, typer.Option(
+        "--extra-columns", help="--tsv: allow rows with more cells than the header (or the "
+                                "first row); refused by default, naming the row")] = False,
+    keep_empty: Annotated[bool, typer.Option(
+        "--keep-empty", help="keep pairs with an empty side (and those of no words: "
+                             "--min-words then counts only non-empty pairs)")] = False,
     keep_same: Annotated[bool, typer.Option(
         "--keep-same", help="keep pairs whose source equals the target")] = False,
     keep_overlap: Annotated[bool, typer.Option(
@@ -92,7 +97,8 @@ def data_import(
     for line in import_from(name, pair, root, files=files, from_dir=from_dir, tsv=tsv,
                             columns=columns, hf=hf, config=config, revision=revision,
                             split_map=split_map, fields=fields, valid_size=valid_size,
-                            test_size=test_size, seed=seed, filters=filters).lines():
+                            test_size=test_size, seed=seed, filters=filters,
+                            extra_columns=extra_columns).lines():
         typer.echo(line)
 
 
@@ -165,6 +171,21 @@ def data_list(root: Annotated[Path, typer.Option(help="data root")] = Path("data
     from nmt.data.overview import list_corpora  # start-up: `nmt --help` imports no numpy
 
     for line in list_corpora(root):
+        typer.echo(line)
+
+
+@data_app.command("gc")
+def data_gc(
+    root: Annotated[Path, typer.Option(help="data root")] = Path("data"),
+    runs: Annotated[list[Path] | None, typer.Option(
+        help="a folder of runs whose pins keep caches (repeatable; default runs)")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="say what would go")] = False,
+) -> None:
+    """Remove caches (vocabularies, stores, teacher links in DATA/.cache) that no corpus
+    and no run references, and what killed commands left; says how much it freed."""
+    from nmt.data.caches import collect  # start-up: `nmt --help` imports no numpy
+
+    for line in collect(root, runs or [Path("runs")], dry_run):
         typer.echo(line)
 
 

@@ -94,18 +94,22 @@ def run_lock(run_dir: Path | str) -> AbstractContextManager[None]:
                           "it to finish or pick another name with --set name=...")
 
 
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                     if hasattr(signal, name))  # SIGHUP: not on Windows
+
+
 class StopRequest:
-    """Turns SIGINT/SIGTERM into a flag the loop checks between steps."""
+    """Turns SIGINT/SIGTERM/SIGHUP into a flag the loop checks between steps."""
 
     def __init__(self):
-        self.signal = None
+        self.signal, self.signum = None, signal.SIGINT
 
     def __enter__(self):
-        self.old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        self.old = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
         return self
 
     def _handle(self, signum, frame):
-        self.signal = signal.Signals(signum).name
+        self.signal, self.signum = signal.Signals(signum).name, signum
 
     def __exit__(self, *exc):
         for s, handler in self.old.items():

@@ -2,7 +2,8 @@
 
 runs/<name>/
   config.yaml            resolved config
-  spm/                   SentencePiece model(s) the run was trained with
+  spm/                   SentencePiece model(s) the run was trained with (written once)
+  corpus/                the pinned corpus: what the run reads of its data (nmt.data.pin)
   checkpoints/best.pt    best validation BLEU; checkpoints/last.pt most recent;
                          step<N>.pt the last train.keep_last validations' weights;
                          averaged.pt their mean (nmt average)
@@ -12,8 +13,8 @@ runs/<name>/
   scores.json            sacreBLEU BLEU/chrF with signatures, BLEU by length
   align/<split>.npz      attention matrices (+ .json index, .links Pharaoh)
   align/steps/           attention of a few validation sentences at each validation
-  sampled/               vocab.sampling_alpha: this epoch's segmentation, an encoded store
-                         (nmt.data.store), replaced by the next epoch's
+  sampled/               vocab.sampling_alpha: each epoch's segmentation, an encoded store
+                         (nmt.data.store), kept until a checkpoint of a later epoch exists
 """
 
 from __future__ import annotations

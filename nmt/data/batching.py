@@ -125,7 +125,7 @@ class Batches(Sequence):
     """Token batches held as arrays, not lists: `order` holds every pair's index, batch
     after batch; batch k is `order[bounds[k]:bounds[k + 1]]`, and they are read in the
     order `perm`. Item k is a list of pair indices; with `world` > 1 (`shard`), only rows
-    `rank`, `rank + world`, ... of each batch. See docs/data.md (memory at scale)."""
+    `rank`, `rank + world`, ... of each batch (or a stand-in row: `real`). See docs/data.md (memory at scale)."""
 
     def __init__(self, order: np.ndarray, bounds: np.ndarray, perm: np.ndarray,
                  rank: int = 0, world: int = 1):
@@ -140,7 +140,16 @@ class Batches(Sequence):
             return [self[i] for i in range(*k.indices(len(self)))]
         b = int(self.perm[k])
         rows = self.order[self.bounds[b]:self.bounds[b + 1]]
-        return rows[self.rank::self.world].tolist()
+        mine = rows[self.rank::self.world]
+        if not len(mine):  # fewer rows than ranks: a stand-in row, trained with weight 0
+            mine = rows[self.rank % len(rows):][:1]
+        return mine.tolist()
+
+    def real(self, k: int) -> bool:
+        """Whether this rank's rows of batch k are its own (False: a stand-in for a batch
+        with fewer rows than ranks, whose loss counts 0, so that every rank still steps)."""
+        b = int(self.perm[k])
+        return self.rank < self.bounds[b + 1] - self.bounds[b]
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Sequence) and len(self) == len(other) and all(
@@ -156,12 +165,12 @@ class Batches(Sequence):
         return np.diff(self.bounds)[self.perm]
 
     def shard(self, rank: int, world: int) -> Batches:
-        """Rank `rank` of `world`: rows rank, rank + world, ... of every batch that has at
-        least `world` rows (so every rank steps through the same global batches)."""
+        """Rank `rank` of `world`: rows rank, rank + world, ... of every batch, so every
+        rank steps through the same global batches and every pair is trained once an
+        epoch; a rank past a small batch's rows gets a stand-in row (`real` is False)."""
         if world == 1:
             return self
-        perm = self.perm[self.sizes() >= world]
-        return Batches(self.order, self.bounds, perm, rank, world)
+        return Batches(self.order, self.bounds, self.perm, rank, world)
 
 
 def token_batches(lengths, batch_tokens: int, seed: int | None, indices=None) -> Batches:

@@ -216,9 +216,49 @@ def split_paths(root: Path, corpus: str, pair: str, split: str) -> tuple[Path, P
 
 
 def corpus_gold(cfg: Config, split: str) -> Path | None:
-    """The corpus's own gold alignments for `split` (`<split>.gold`), if it has them."""
-    path = corpus_dir(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair) / f"{split}.gold"
-    return path if path.is_file() else None
+    """The corpus's own gold alignments for `split` (`<split>.gold`), if it has them: the
+    run's pinned copy when its pin holds the split (nmt.data.pin), else the corpus's."""
+    pinned = Path(cfg.run_dir) / "corpus" / f"{split}.gold"
+    return pinned if pinned.is_file() else LiveCorpus.of(cfg).gold(split)
+
+
+CACHE = ".cache"  # data/.cache/: spm/ (vocabularies and stores), links/ (a teacher's)
+
+
+def cache_root(root: Path | str) -> Path:
+    """The caches of a data root, kept outside every corpus folder, so that a re-import
+    (which replaces the folder whole) deletes nothing a run or a cache reader uses; named
+    by content, removed by `nmt data gc`."""
+    return Path(root) / CACHE
+
+
+class LiveCorpus:
+    """The split files of a corpus as imported (`data/NAME/PAIR/`), which a re-import
+    replaces: what `nmt data prepare` and `nmt data links` read. A run reads its pin
+    instead (nmt.data.pin.Pin, the same methods)."""
+
+    def __init__(self, root: Path | str, corpus: str, pair: str):
+        self.root, self.corpus, self.pair = Path(root), corpus, pair
+        self.langs = tuple(pair.split("-"))
+        self.cache = cache_root(root)
+
+    @classmethod
+    def of(cls, cfg: Config) -> LiveCorpus:
+        return cls(cfg.data.root, cfg.data.corpus, cfg.data.pair)
+
+    @property
+    def folder(self) -> Path:
+        return corpus_dir(self.root, self.corpus, self.pair)
+
+    def paths(self, split: str) -> tuple[Path, Path]:
+        return split_paths(self.root, self.corpus, self.pair, split)
+
+    def load(self, split: str) -> tuple[list[str], list[str]]:
+        return read_parallel(*self.paths(split))
+
+    def gold(self, split: str) -> Path | None:
+        path = self.folder / f"{split}.gold"
+        return path if path.is_file() else None
 
 
 def read_pairs(path: Path) -> tuple[list[str], list[str]]:

@@ -1,11 +1,12 @@
 """The corpus folder `data/<corpus>/<pair>/`: safe names, written whole or not at all, and
 its `manifest.json` (docs/data.md, "The corpus folder").
 
-An import writes into a private folder beside the target (`data/NAME/.PAIR.tmp-XXXX`) and
-puts it in place in one step when everything is written: the old folder is renamed aside,
-the new one renamed in, the old one deleted. An interrupted or refused import leaves no
-half corpus, and a re-import leaves no stale split (nor the old folder's caches, which are
-keyed by checksums and rebuilt when needed).
+An import writes into a private folder beside the target (`data/NAME/.PAIR.tmp-XXXX`,
+owned as nmt.core.scratch says) and exchanges it with the old folder in one step when
+everything is written, then deletes the old one. An interrupted, killed or refused import
+leaves no half corpus (the next import sweeps what a killed one left), and a re-import
+leaves no stale split. Caches live outside the corpus folder (`data/.cache/`), so a
+re-import deletes nothing a run reads.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import secrets
-import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from nmt.core.errors import NMTError
 from nmt.core.locks import file_lock
+from nmt.core.scratch import restore, scratch, swap_in, sweep
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a corpus name
 SAFE_LANG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]*")  # no '-': it joins the pair's two codes
@@ -68,50 +68,28 @@ def lock(target: Path):
 
 @contextmanager
 def staged(target: Path) -> Iterator[Path]:
-    """A private empty folder beside `target`, put in `target`'s place in one step when the
-    block ends without an error; removed otherwise (with any parent the call created)."""
+    """A private empty folder beside `target` (nmt.core.scratch), put in `target`'s place in
+    one step when the block ends without an error; removed otherwise (with any parent the
+    call created), and by the next writer if this process is killed. The old folder goes
+    when the new one is in; at every instant `target` holds one of them, whole."""
     made = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _fresh(target)
-    try:
-        yield tmp
+    if any(target.parent.glob(f".{target.name}.old-*")):  # a swap killed half-way
         with lock(target):
-            _swap(tmp, target)
+            restore(target)
+    sweep(target.parent, target.name)  # what killed writers left
+    try:
+        with scratch(target) as tmp:
+            yield tmp
+            with lock(target):
+                swap_in(tmp, target)  # tmp now holds the old folder, removed on leaving
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
         for folder in made:  # innermost first; only folders still empty
             try:
                 folder.rmdir()
             except OSError:
                 break
         raise
-
-
-def _fresh(target: Path) -> Path:
-    """A new folder `.NAME.tmp-XXXXXXXX` beside `target` (mode as the umask says, unlike
-    tempfile.mkdtemp's private 0700, so the corpus folder is made as any other)."""
-    while True:
-        tmp = target.with_name(f".{target.name}.tmp-{secrets.token_hex(4)}")
-        try:
-            tmp.mkdir()
-            return tmp
-        except FileExistsError:
-            continue
-
-
-def _swap(new: Path, target: Path) -> None:
-    old = None
-    if target.exists() or target.is_symlink():
-        old = target.with_name(f".{target.name}.old-{new.name.rsplit('-', 1)[-1]}")
-        target.rename(old)
-    try:
-        new.rename(target)
-    except BaseException:
-        if old is not None:
-            old.rename(target)  # put the old corpus back
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 class SplitFiles:

@@ -125,7 +125,8 @@ def parse_pharaoh(line: str) -> set[Link]:
 class PharaohFile(Sequence):
     """A Pharaoh file's links, one set per line, parsed when a line is read: the file is
     scanned once for where its lines start (8 bytes a line) and a line is read from the
-    file at its offset, so a corpus's links are never held whole."""
+    file at its offset, so a corpus's links are never held whole; every file it opens is
+    closed before the call returns."""
 
     def __init__(self, path: Path):
         import numpy as np  # start-up: the CLI imports this module, `nmt --help` no numpy
@@ -140,7 +141,6 @@ class PharaohFile(Sequence):
         self.starts = np.concatenate(starts)
         if self.starts[-1] != size:  # a last line without its newline
             self.starts = np.append(self.starts, size)
-        self._handle = open(self.path, "rb")
 
     def __len__(self) -> int:
         return len(self.starts) - 1
@@ -149,8 +149,9 @@ class PharaohFile(Sequence):
         if isinstance(i, slice):
             return [self[k] for k in range(*i.indices(len(self)))]
         i = range(len(self))[i]  # negative indices; IndexError past the end
-        self._handle.seek(int(self.starts[i]))
-        line = self._handle.read(int(self.starts[i + 1] - self.starts[i])).decode("utf-8")
+        with open(self.path, "rb") as handle:  # opened per read: nothing is left open
+            handle.seek(int(self.starts[i]))
+            line = handle.read(int(self.starts[i + 1] - self.starts[i])).decode("utf-8")
         try:
             return parse_pharaoh(line)
         except NMTError as exc:

@@ -20,6 +20,7 @@ import numpy as np
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
 from nmt.core.progress import counting, tick
+from nmt.data.caches import leftovers
 from nmt.data.corpora import corpus_dir, iter_lines
 
 FIRST_SPLITS = ("train", "val", "test")  # listed first, the others after them by name
@@ -202,7 +203,8 @@ def find_corpora(root: Path) -> list[CorpusFolder]:
         raise NMTError(f"{root}: no such folder; pass the data root with --root")
     found = []
     for corpus in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        for pair in sorted(p for p in corpus.iterdir() if p.is_dir()):
+        for pair in sorted(p for p in corpus.iterdir()
+                           if p.is_dir() and not p.name.startswith(".")):  # scratch
             if (folder := _folder(corpus.name, pair)) is not None:
                 found.append(folder)
     return found
@@ -214,10 +216,13 @@ def _splits_text(lines: dict[str, int]) -> str:
 
 def list_corpora(root: Path) -> Iterator[str]:
     """`nmt data list`: one line per corpus folder; a folder without a readable manifest
-    is listed with its split files counted, and says why."""
+    is listed with its split files counted, and says why. What killed commands left is
+    swept first (a corpus a killed swap left aside is put back); a live one's is named."""
+    live = leftovers(root) if root.is_dir() else []
     folders = find_corpora(root)
     if not folders:
         yield f"no corpora under {root}; import one with `nmt data import NAME --pair SRC-TGT ...`"
+        yield from live
         return
     rows = [(f.name, f.pair, _splits_text(f.lines),
              f.manifest.source if f.manifest else f"[{f.problem}]",
@@ -226,6 +231,7 @@ def list_corpora(root: Path) -> Iterator[str]:
     widths = [max(len(row[i]) for row in rows if not row[3].startswith("[")) for i in range(4)]
     for row in rows:
         yield "  ".join(cell.ljust(w) for cell, w in zip(row, [*widths, 0])).rstrip()
+    yield from live
 
 
 @dataclass

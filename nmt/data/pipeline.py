@@ -45,7 +45,7 @@ class Filters:
     words over the shorter's (Moses clean-corpus-n's default). 0 turns a number off."""
 
     empty: bool = True  # a side empty after normalising
-    min_words: int = 1  # fewer words on either side
+    min_words: int = 1  # fewer words on a non-empty side
     max_words: int = 250  # more words on either side
     max_ratio: float = 9.0  # longer side / shorter side, in words
     same: bool = True  # source identical to target
@@ -57,7 +57,8 @@ class Filters:
         if self.empty and not (src and tgt):
             return "empty"
         words = (src.count(" ") + 1 if src else 0, tgt.count(" ") + 1 if tgt else 0)
-        if self.min_words and min(words) < self.min_words:
+        if self.min_words and any(0 < w < self.min_words for w in words):  # an empty side
+            # is `empty`'s to drop or keep (--keep-empty), not a sentence too short
             return "min_words"
         if self.max_words and max(words) > self.max_words:
             return "max_words"
@@ -267,7 +268,8 @@ def import_from(name: str, pair: str, root: Path, *, files: tuple[Path, Path] | 
                 from_dir: Path | None = None, tsv: Path | None = None, columns: str | None = None,
                 hf: str | None = None, config: str | None = None, revision: str | None = None,
                 split_map: str | None = None, fields: str | None = None, valid_size: int = 0,
-                test_size: int = 0, seed: int = 1, filters: Filters = Filters()) -> Imported:
+                test_size: int = 0, seed: int = 1, filters: Filters = Filters(),
+                extra_columns: bool = False) -> Imported:
     """`nmt data import`: exactly one of files, from_dir, tsv, hf; options as the CLI's."""
     check_name(name)
     src, tgt = split_pair(pair)
@@ -279,7 +281,8 @@ def import_from(name: str, pair: str, root: Path, *, files: tuple[Path, Path] | 
                        f"--hf ID{got}")
     for option, value, owner in (("--columns", columns, "--tsv"), ("--config", config, "--hf"),
                                  ("--revision", revision, "--hf"),
-                                 ("--split-map", split_map, "--hf"), ("--fields", fields, "--hf")):
+                                 ("--split-map", split_map, "--hf"), ("--fields", fields, "--hf"),
+                                 ("--extra-columns", extra_columns or None, "--tsv")):
         if value is not None and owner != given[0]:
             raise NMTError(f"{option} goes with {owner}, not {given[0]}")
     if files is not None:
@@ -287,7 +290,7 @@ def import_from(name: str, pair: str, root: Path, *, files: tuple[Path, Path] | 
     elif from_dir is not None:
         source = Folder(from_dir, src, tgt)
     elif tsv is not None:
-        source = Tsv(tsv, src, tgt, _two(columns, "--columns"))
+        source = Tsv(tsv, src, tgt, _two(columns, "--columns"), extra_columns)
     else:
         source = Hub(hf, src, tgt, config=config, revision=revision,
                      split_map=_mapping(split_map), fields=_two(fields, "--fields"))

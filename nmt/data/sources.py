@@ -14,6 +14,8 @@ splits the source has. `describe()` is the manifest's "source" entry.
 from __future__ import annotations
 
 import gzip
+import hashlib
+import io
 import lzma
 import re
 import zlib
@@ -54,14 +56,46 @@ class Source(Protocol):
     def __iter__(self) -> Iterator[Pair]: ...
 
 
+class _Hashing(io.RawIOBase):
+    """A file's raw bytes as they are read, hashed on the way (sha256), so a source's
+    checksum is of the bytes the import read, in the same pass (a pipe is read once)."""
+
+    def __init__(self, handle):
+        self.handle, self.digest = handle, hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        count = self.handle.readinto(buffer)
+        if count:
+            self.digest.update(memoryview(buffer)[:count])
+        return count
+
+    def rest(self) -> str:
+        """Hash what is left unread (a decompressor may stop before the file's end)."""
+        while block := self.handle.read(1 << 20):
+            self.digest.update(block)
+        return self.digest.hexdigest()
+
+    def close(self) -> None:
+        self.handle.close()
+        super().close()
+
+
 def _open(path: Path):
-    opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)
+    """(a binary line reader of `path`, decompressed by its suffix; its _Hashing of the raw
+    bytes)."""
     try:
-        return opener(path, "rb")
+        raw = _Hashing(open(path, "rb"))
     except FileNotFoundError:
         raise NMTError(f"{path}: file not found") from None
     except OSError as exc:  # a directory, no permission...
         raise NMTError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    wrap = {".gz": lambda f: gzip.GzipFile(fileobj=f, mode="rb"),
+            ".xz": lambda f: lzma.LZMAFile(f, "rb")}.get(path.suffix)
+    buffered = io.BufferedReader(raw, 1 << 20)
+    return (wrap(buffered) if wrap else buffered), raw
 
 
 class Lines:
@@ -72,15 +106,18 @@ class Lines:
     def __init__(self, path: Path):
         self.path, self.number = path, 0
         self.first_break: tuple[int, str] | None = None
+        self.sha256: str | None = None  # of the file's raw bytes, once read to its end
 
     def __iter__(self) -> Iterator[str]:
-        with _open(self.path) as handle:
+        handle, raw = _open(self.path)
+        with handle, raw:
             try:
-                for raw in handle:
+                for line in handle:
                     self.number += 1
-                    yield self._decode(raw[:-1] if raw.endswith(b"\n") else raw)
+                    yield self._decode(line[:-1] if line.endswith(b"\n") else line)
             except (EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError) as exc:
                 raise NMTError(f"{self.path}: cannot read ({one_line(exc)})") from None
+            self.sha256 = raw.rest()
         if self.number == 0:
             raise NMTError(f"{self.path}: the file is empty")
 
@@ -131,15 +168,21 @@ class FilePair:
     def __init__(self, src: Path, tgt: Path, split: str | None = None):
         self.paths, self.split = (Path(src), Path(tgt)), split
         self.label = str(self.paths[0])
+        self.read: dict[str, str] = {}  # each file's sha256, of the bytes iterating read
 
     def split_names(self) -> list[str]:
         return [self.split or "train"]
 
     def describe(self) -> dict:
-        return {"kind": "files", "files": file_hashes(self.paths)}
+        return {"kind": "files", "files": file_hashes(self.paths, self.read)}
 
     def __iter__(self) -> Iterator[Pair]:
         a, b = Lines(self.paths[0]), Lines(self.paths[1])
+        yield from self._pairs(a, b)
+        for lines in (a, b):
+            self.read[str(lines.path.resolve())] = lines.sha256
+
+    def _pairs(self, a: Lines, b: Lines) -> Iterator[Pair]:
         lines_a, lines_b = iter(a), iter(b)
         for src in lines_a:
             tgt = next(lines_b, None)
@@ -154,8 +197,14 @@ class FilePair:
             raise _mismatch(a, b)
 
 
-def file_hashes(paths) -> dict[str, str]:
-    return {str(Path(p).resolve()): sha256_file(Path(p)) for p in paths}
+def file_hashes(paths, read: dict[str, str]) -> dict[str, str]:
+    """Each file's sha256 as the import read it (`read`); one it has not read yet is hashed
+    now."""
+    out = {}
+    for path in map(Path, paths):
+        key = str(path.resolve())
+        out[key] = read.get(key) or sha256_file(path)
+    return out
 
 
 class Folder:
@@ -168,6 +217,7 @@ class Folder:
             raise NMTError(f"{self.directory}: directory not found")
         self.files = self._find()
         self.label = str(self.files["train"][src])
+        self.read: dict[str, str] = {}
 
     def _find(self) -> dict[str, dict[str, Path]]:
         found: dict[str, dict[str, Path]] = {}
@@ -196,27 +246,36 @@ class Folder:
 
     def describe(self) -> dict:
         return {"kind": "dir", "path": str(self.directory.resolve()),
-                "files": file_hashes(p for f in self.files.values() for p in f.values())}
+                "files": file_hashes((p for f in self.files.values() for p in f.values()),
+                                     self.read)}
 
     def __iter__(self) -> Iterator[Pair]:
         for split, paths in self.files.items():
-            yield from FilePair(paths[self.langs[0]], paths[self.langs[1]], split)
+            pair = FilePair(paths[self.langs[0]], paths[self.langs[1]], split)
+            yield from pair
+            self.read.update(pair.read)
 
 
 class Tsv:
     """`--tsv FILE`: one pair per row, tab-separated, unquoted (as translation memories
     export it). Columns by header name (a first row holding both language codes is a
-    header) or by 0-based index; default: the language codes' columns, else 0 and 1."""
+    header) or by 0-based index; default: the language codes' columns, else 0 and 1.
+    A row with more cells than the header (or, without one, the first row) is refused,
+    naming its line: a stray tab would shift the target. `extra_columns` allows them."""
 
-    def __init__(self, path: Path, src: str, tgt: str, columns: tuple[str, str] | None = None):
+    def __init__(self, path: Path, src: str, tgt: str, columns: tuple[str, str] | None = None,
+                 extra_columns: bool = False):
         self.path, self.langs, self.columns = Path(path), (src, tgt), columns
+        self.extra_columns = extra_columns
         self.label = str(self.path)
+        self.sha256: str | None = None
 
     def split_names(self) -> list[str]:
         return ["train"]
 
     def describe(self) -> dict:
-        return {"kind": "tsv", "files": file_hashes([self.path]),
+        read = {str(self.path.resolve()): self.sha256} if self.sha256 else {}
+        return {"kind": "tsv", "files": file_hashes([self.path], read),
                 "columns": list(self.columns) if self.columns else None}
 
     def __iter__(self) -> Iterator[Pair]:
@@ -226,10 +285,12 @@ class Tsv:
         rows = iter(lines)
         first = next(rows).split("\t")
         columns, header = self._resolve([cell.strip() for cell in first])
+        width = len(first)
         if not header:
-            yield self._pair(first, columns, 1)
+            yield self._pair(first, columns, 1, width)
         for text in rows:
-            yield self._pair(text.split("\t"), columns, lines.number)
+            yield self._pair(text.split("\t"), columns, lines.number, width)
+        self.sha256 = lines.sha256
 
     def _resolve(self, first: list[str]) -> tuple[tuple[int, int], bool]:
         header = all(lang in first for lang in self.langs)
@@ -246,11 +307,16 @@ class Tsv:
                                f"({', '.join(first)}); name a column or give its 0-based index")
         return (indexes[0], indexes[1]), header
 
-    def _pair(self, cells: list[str], columns: tuple[int, int], number: int) -> Pair:
+    def _pair(self, cells: list[str], columns: tuple[int, int], number: int,
+              width: int) -> Pair:
         need = max(columns)
         if len(cells) <= need:
             raise NMTError(f"{self.path}:{number}: has {len(cells)} column(s) but column {need} "
                            "(0-based) is needed; is the file tab-separated?")
+        if len(cells) > width and not self.extra_columns:
+            raise NMTError(f"{self.path}:{number}: has {len(cells)} cells but the first row has "
+                           f"{width}: a tab inside a sentence would shift the columns; fix the "
+                           "row, or pass --extra-columns if the extra cells are meant")
         return None, cells[columns[0]], cells[columns[1]]
 
 

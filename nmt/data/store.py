@@ -25,6 +25,7 @@ import mmap
 import multiprocessing
 import os
 import shutil
+import signal
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -39,7 +40,8 @@ from nmt.core.config import Config
 from nmt.core.errors import NMTError, one_line
 from nmt.core.locks import file_lock
 from nmt.core.progress import counting, tick
-from nmt.data.corpora import iter_lines, split_paths
+from nmt.core.scratch import die_with_parent, scratch, swap_in, sweep
+from nmt.data.corpora import LiveCorpus, iter_lines
 from nmt.data.folder import BLOCK
 from nmt.data.subwords import Vocab
 
@@ -113,23 +115,32 @@ def scan(path: Path) -> tuple[str, int]:
     return digest.hexdigest(), lines + (last != b"\n")
 
 
+def split_digest(src_sha: str, tgt_sha: str) -> str:
+    """A split's short name: 12 hex digits of the hash of its two files' sha256."""
+    return hashlib.sha256(src_sha.encode() + tgt_sha.encode()).hexdigest()[:12]
+
+
 def encode_split(cfg: Config, vocab_dir: Path, split: str) -> tuple[Ragged, Ragged]:
-    """The encoded (source, target) store of a split, built once per text and vocabulary;
-    a damaged or ill-fitting store is named on stderr and encoded again."""
+    return encode_files(LiveCorpus.of(cfg).paths(split), vocab_dir, split)  # as imported
+
+
+def encode_files(paths: tuple[Path, Path], vocab_dir: Path, split: str,
+                 vocab: Vocab | None = None) -> tuple[Ragged, Ragged]:
+    """The encoded (source, target) store of a split's two text files, built once per text
+    and vocabulary in `vocab_dir` (`vocab`: the models there, when already loaded); a
+    damaged or ill-fitting store is named on stderr and encoded again."""
     if getattr(multiprocessing.current_process(), "_inheriting", False):  # what spawn checks
         raise SystemExit(f"encoding {split}: this is a worker process re-running a script "
                          "whose top level encodes or trains; put it under `if __name__ == "
                          "\"__main__\":` (docs/data.md)")
-    paths = split_paths(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, split)
     (src_sha, n), (tgt_sha, m) = scan(paths[0]), scan(paths[1])
     if n != m:
         raise NMTError(f"{paths[0]} has {n} lines but {paths[1]} has {m}; parallel files "
                        "must have one line per sentence pair")
     if not n:
         raise NMTError(f"{paths[0]}: the corpus is empty")
-    digest = hashlib.sha256(src_sha.encode() + tgt_sha.encode()).hexdigest()[:12]
-    store = vocab_dir / f"{split}.{digest}"
-    vocab = Vocab.from_dir(vocab_dir)
+    store = vocab_dir / f"{split}.{split_digest(src_sha, tgt_sha)}"
+    vocab = vocab or Vocab.from_dir(vocab_dir)
     sides, problem = open_store(store, n, vocab)
     if sides is not None:
         return sides
@@ -232,31 +243,33 @@ def write_store(store: Path, chunks: Iterable[tuple[np.ndarray, ...]], count: in
                 dtypes: tuple, label: str) -> None:
     """Write `count` pairs' encoded chunks ((src ids, src lengths, tgt ids, tgt lengths),
     in order) into a private folder, then rename it to `store` in one step; the caller
-    holds the store's lock."""
-    for suffix in ("tmp", "old"):  # a killed writer's folders (this process holds the lock)
-        for stale in store.parent.glob(f"{store.name}.{suffix}*"):
-            shutil.rmtree(stale, ignore_errors=True)
-    tmp = store.with_name(f"{store.name}.tmp{os.getpid()}")
-    tmp.mkdir(parents=True)
+    holds the store's lock. A killed writer's scratch folder is removed by the next one."""
+    for stale in store.parent.glob(f"{store.name}.tmp*"):  # an older version's, pid-named
+        shutil.rmtree(stale, ignore_errors=True)
+    sweep(store.parent, store.name)
     try:
-        writers = [(_NpyWriter(tmp / f"{side}.npy", dtype), _Offsets(tmp / f"{side}_off.npy"))
-                   for side, dtype in zip(SIDES, dtypes)]
-        with counting(count, label):
-            for chunk in chunks:
-                for (tokens, offsets), (flat, lengths) in zip(writers, (chunk[:2], chunk[2:])):
-                    tokens.append(flat)
-                    offsets.append(lengths)
-                tick(len(chunk[1]))
-        for tokens, offsets in writers:
-            tokens.close()
-            offsets.close()
-        old = store.with_name(f"{store.name}.old{os.getpid()}")
-        if store.exists():  # a damaged store: moved aside, removed once the new one is in
-            store.rename(old)
-        tmp.rename(store)
-        shutil.rmtree(old, ignore_errors=True)
+        with scratch(store) as tmp:
+            _fill(tmp, store, chunks, count, dtypes, label)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        close = getattr(chunks, "close", None)
+        if close is not None:  # a generator's workers stop now, not when it is collected
+            close()
+
+
+def _fill(tmp: Path, store: Path, chunks, count: int, dtypes: tuple, label: str) -> None:
+    """write_store's arrays, written into `tmp` and swapped in at `store`."""
+    writers = [(_NpyWriter(tmp / f"{side}.npy", dtype), _Offsets(tmp / f"{side}_off.npy"))
+               for side, dtype in zip(SIDES, dtypes)]
+    with counting(count, label):
+        for chunk in chunks:
+            for (tokens, offsets), (flat, lengths) in zip(writers, (chunk[:2], chunk[2:])):
+                tokens.append(flat)
+                offsets.append(lengths)
+            tick(len(chunk[1]))
+    for tokens, offsets in writers:
+        tokens.close()
+        offsets.close()
+    swap_in(tmp, store)  # a damaged store is left in tmp, removed with it
 
 
 def sampled_chunks(paths: tuple[Path, Path], vocab: Vocab, keep: np.ndarray, alpha: float,
@@ -294,20 +307,26 @@ def encoded_chunks(paths: tuple[Path, Path], vocab: Vocab, dtypes: tuple, parall
         return
     workers = WORKERS
     pool = ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _start_worker,
-                               (tuple(map(str, vocab.paths)), dtypes))
+                               (tuple(map(str, vocab.paths)), dtypes, os.getpid()))
+    finished = False
     try:
-        with pool:
-            waiting: deque = deque()
-            for src, tgt in chunks:
-                waiting.append(pool.submit(_worker_chunk, src, tgt))
-                if len(waiting) >= 2 * workers:
-                    yield waiting.popleft().result()
-            while waiting:
+        waiting: deque = deque()
+        for src, tgt in chunks:
+            waiting.append(pool.submit(_worker_chunk, src, tgt))
+            if len(waiting) >= 2 * workers:
                 yield waiting.popleft().result()
+        while waiting:
+            yield waiting.popleft().result()
+        finished = True
     except BrokenProcessPool:
         raise NMTError(f"{paths[0]}: an encoding worker process stopped before its chunk was "
                        "done (out of memory, killed, or a script without the `if __name__ == "
                        "\"__main__\":` guard that spawned workers need: docs/data.md)") from None
+    finally:
+        if not finished:  # stopped early (an error, a signal, the reader closed us): the
+            for process in list((pool._processes or {}).values()):  # workers are killed
+                process.kill()  # now, not waited for (concurrent.futures has no public way)
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def encode_chunk(vocab: Vocab, src: list[str], tgt: list[str], dtypes: tuple
@@ -318,7 +337,9 @@ def encode_chunk(vocab: Vocab, src: list[str], tgt: list[str], dtypes: tuple
 _WORKER: dict = {}  # a pool worker's vocabulary and dtypes
 
 
-def _start_worker(models: tuple[str, str], dtypes: tuple) -> None:
+def _start_worker(models: tuple[str, str], dtypes: tuple, parent: int) -> None:
+    die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group: the parent
     _WORKER["vocab"], _WORKER["dtypes"] = Vocab(Path(models[0]), Path(models[1])), dtypes
 
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import random
-import shutil
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -22,8 +20,9 @@ import sentencepiece as spm
 from nmt.core.config import Config
 from nmt.core.errors import NMTError, one_line
 from nmt.core.locks import file_lock
+from nmt.core.scratch import remove, scratch, sweep
 from nmt.core.tokens import BOS, EOS, PAD, UNK
-from nmt.data.corpora import corpus_dir, iter_lines, normalise, split_paths
+from nmt.data.corpora import LiveCorpus, iter_lines, normalise
 from nmt.data.folder import sha256_file
 
 
@@ -151,7 +150,7 @@ def _count_lines(path: Path) -> int:
     return lines + (last != b"\n")
 
 
-def _train_one(lines_files: list[Path], prefix: Path, cfg: Config) -> None:
+def _train_one(lines_files: list[Path], prefix: Path, cfg) -> None:
     """One model from `training_sample` of `lines_files`, fed to SentencePiece line by line
     (no concatenated copy). The model comes back in memory, so it records no file path or
     prefix: the same lines and options give the same bytes."""
@@ -159,9 +158,9 @@ def _train_one(lines_files: list[Path], prefix: Path, cfg: Config) -> None:
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=training_sample(lines_files), model_writer=model,
-            vocab_size=cfg.vocab.size,
-            model_type=cfg.vocab.model_type, character_coverage=cfg.vocab.character_coverage,
-            normalization_rule_name=cfg.vocab.normalization,
+            vocab_size=cfg.size,
+            model_type=cfg.model_type, character_coverage=cfg.character_coverage,
+            normalization_rule_name=cfg.normalization,
             pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS, hard_vocab_limit=False,
             input_sentence_size=SAMPLE_SENTENCES, shuffle_input_sentence=True,
             minloglevel=2, num_threads=2,
@@ -177,39 +176,39 @@ def _train_one(lines_files: list[Path], prefix: Path, cfg: Config) -> None:
 
 
 def prepare_vocab(cfg: Config) -> Path:
-    """Train (or reuse) the SentencePiece model(s) for `cfg`; returns their folder."""
-    root = Path(cfg.data.root)
-    split_paths(root, cfg.data.corpus, cfg.data.pair, cfg.data.train)  # validates the split
-    directory = corpus_dir(root, cfg.data.corpus, cfg.data.pair)
-    src_file = directory / f"{cfg.data.train}.{cfg.src_lang}"
-    tgt_file = directory / f"{cfg.data.train}.{cfg.tgt_lang}"
-    options = {k: v for k, v in asdict(cfg.vocab).items()  # sampling: training only, same model
+    """Train (or reuse) the SentencePiece model(s) of `cfg` on its corpus as imported;
+    returns their folder in the data root's cache."""
+    corpus = LiveCorpus.of(cfg)
+    return train_vocab(corpus.paths(cfg.data.train), cfg.vocab, corpus.cache)
+
+
+def train_vocab(files: tuple[Path, Path], options_cfg, cache: Path) -> Path:
+    """The SentencePiece model(s) of the training text `files` (source, target) with the
+    `vocab` options `options_cfg`, trained once and kept in `cache/spm/<key>/`, the key a
+    hash of the files' contents and every option."""
+    src_file, tgt_file = map(Path, files)
+    options = {k: v for k, v in asdict(options_cfg).items()  # sampling: training only, same model
                if k not in ("sampling_alpha", "sampling_nbest")}
     key = json.dumps({"vocab": options, "src": _sha(src_file), "tgt": _sha(tgt_file)},
                      sort_keys=True)
-    out = directory / "spm" / hashlib.sha256(key.encode()).hexdigest()[:16]
+    out = Path(cache) / "spm" / hashlib.sha256(key.encode()).hexdigest()[:16]
     if (out / "options.json").is_file():  # complete: folders appear by rename only
         return out
-    with file_lock(directory / "spm" / ".lock"):  # another `nmt train` may be training it
+    with file_lock(out.parent / ".lock"):  # another `nmt train` may be training it
+        sweep(out.parent, out.name)  # what a killed trainer left
         if not (out / "options.json").is_file():
-            _train_vocab(cfg, src_file, tgt_file, key, out)
+            _train_vocab(options_cfg, src_file, tgt_file, key, out)
     return out
 
 
-def _train_vocab(cfg: Config, src_file: Path, tgt_file: Path, key: str, out: Path) -> None:
-    """Train into a private temporary folder, then rename it to `out` in one step."""
-    tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        if cfg.vocab.joint:
+def _train_vocab(cfg, src_file: Path, tgt_file: Path, key: str, out: Path) -> None:
+    """Train into a private scratch folder, then rename it to `out` in one step."""
+    with scratch(out) as tmp:
+        if cfg.joint:
             _train_one([src_file, tgt_file], tmp / "joint", cfg)
         else:
             _train_one([src_file], tmp / "src", cfg)
             _train_one([tgt_file], tmp / "tgt", cfg)
         (tmp / "options.json").write_text(key + "\n")
-        shutil.rmtree(out, ignore_errors=True)  # a partial folder left by an older version
+        remove(out)  # a partial folder left by an older version
         tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-

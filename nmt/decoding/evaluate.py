@@ -12,7 +12,7 @@ import sacrebleu
 from nmt.align.extract import dump_split_alignments
 from nmt.core.progress import counting
 from nmt.core.rundir import RunDir
-from nmt.data.corpora import load_split
+from nmt.data.pin import scoring_split
 from nmt.decoding.api import load
 from nmt.decoding.engines import engine_label
 
@@ -60,7 +60,7 @@ def evaluate_model(model, split: str, beam: int | None = None, limit: int = 0,
 
     cfg, vocab, module = model.cfg, model.vocab, model.module
     run = RunDir(model.path)
-    sources, refs = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, split)
+    sources, refs, scored = scoring_split(cfg, model.path, split)
     src_ids = vocab.encode_src(sources)
     if limit:
         sources, refs, src_ids = sources[:limit], refs[:limit], src_ids[:limit]
@@ -72,7 +72,7 @@ def evaluate_model(model, split: str, beam: int | None = None, limit: int = 0,
     seconds = time.perf_counter() - tick
     entry = {**bleu_chrf(hyps, refs), "beam": beam, "sentences": len(hyps),
              "sentences_per_s": round(len(hyps) / max(seconds, 1e-9), 2),
-             "engine": engine_label(model.engine),
+             "engine": engine_label(model.engine), "data": scored,
              "by_length": bleu_by_length(sources, hyps, refs)}
     if not write or entry["engine"] != "pytorch":
         return entry

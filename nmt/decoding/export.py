@@ -36,7 +36,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sys
 import uuid
 from contextlib import AbstractContextManager
@@ -48,6 +47,7 @@ from nmt.core.engine import EXPORTABLE, QUANTIZE
 from nmt.core.errors import NMTError
 from nmt.core.locks import file_lock
 from nmt.core.rundir import RunDir
+from nmt.core.scratch import scratch, sweep
 from nmt.core.tokens import BOS, EOS, UNK
 from nmt.models.runs import checkpoint_path, load_config, load_run
 from nmt.models.transformer import sinusoids
@@ -183,9 +183,8 @@ def export(run: Path | str, checkpoint: str = "best", quantize: str = "float32",
         spec = transformer_spec(ct2, cfg, vocab, model)
         spec.validate()
         spec.optimize(quantization=quantize)
-        tmp = _unique(out, "partial")
-        tmp.mkdir(parents=True)
-        try:
+        sweep(out.parent, out.name)  # a killed export's scratch folder
+        with scratch(out) as tmp:  # removed on any failure, or by the next export if killed
             spec.save(str(tmp))
             files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256(p)}
                      for p in sorted(tmp.iterdir())}
@@ -194,9 +193,6 @@ def export(run: Path | str, checkpoint: str = "best", quantize: str = "float32",
                      "ctranslate2": ct2.__version__, "files": files}
             (tmp / STAMP).write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
             _swap(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)  # our own folder, never renamed into place
-            raise
     return out
 
 

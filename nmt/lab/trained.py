@@ -18,7 +18,7 @@ from nmt.core.errors import NMTError
 from nmt.core.rundir import RunDir
 from nmt.core.tokens import BOS, EOS, PAD
 from nmt.data.batching import pad
-from nmt.data.corpora import load_split
+from nmt.data.pin import scoring_split
 from nmt.decoding.search import greedy
 from nmt.lab.base import Result, draw, new_figure, skipped
 from nmt.models import MODELS
@@ -193,7 +193,7 @@ def _intervene_run(path: Path) -> dict[str, tuple[float, float]]:
     if not model.has_attention:
         raise NMTError(f"{path}: family '{cfg.model.family}' has no attention to replace; "
                        "pass an attention run")
-    sources, _ = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, cfg.data.test)
+    sources = scoring_split(cfg, path, cfg.data.test, say=lambda text: None)[0]
     src = pad([ids[:200] for ids in vocab.encode_src(sources[:SENTENCES])])
     return intervene(model, src, greedy(model, src))
 

@@ -10,6 +10,7 @@ from nmt.core.checkpoint import check_vocab, load_checkpoint
 from nmt.core.config import Config, migrate, read_yaml
 from nmt.core.errors import NMTError, one_line
 from nmt.core.rundir import RunDir
+from nmt.data.folder import sha256_file
 from nmt.data.subwords import Vocab
 from nmt.models import build_model
 from nmt.models.base import Seq2Seq
@@ -51,6 +52,10 @@ def load_run(path: Path | str, which: str = "best",
     vocab = Vocab.from_dir(run.spm)
     check_vocab(payload, vocab, ckpt_path, f"{run.spm} has {vocab.src_size}/{vocab.tgt_size}; "
                 "they do not belong together")
+    if (pinned := payload.get("vocab_sha256")) and pinned != {
+            p.name: sha256_file(p) for p in sorted(run.spm.glob("*.model"))}:
+        raise NMTError(f"{ckpt_path}: trained with another vocabulary than {run.spm} holds "
+                       "(the same sizes, other pieces); restore the run's spm/ from a copy")
     model = build_model(cfg.model, vocab.src_size, vocab.tgt_size, vocab.joint, cfg.local)
     try:
         model.load_state_dict(payload["model"])

@@ -25,7 +25,8 @@ from nmt.core.config import Config
 from nmt.core.errors import NMTError
 from nmt.core.plotting import plot_grid, plot_heatmap, save_gif
 from nmt.core.progress import counting
-from nmt.data.corpora import corpus_gold, load_split, read_pairs
+from nmt.data.corpora import corpus_gold, read_pairs
+from nmt.data.pin import scoring_split
 from nmt.data.symmetrize import (
     AGREEMENT,
     DEFAULT_AGREEMENT,
@@ -121,7 +122,7 @@ def select_inputs(cfg: Config, opts: AlignOptions) -> tuple[list[str], list[str]
         sources, targets = list(opts.src), list(opts.tgt or [""] * len(opts.src))
     else:
         split = opts.split or cfg.data.test
-        sources, targets = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, split)
+        sources, targets, _ = scoring_split(cfg, opts.runs[0], split)
         gold = corpus_gold(cfg, split)
     if opts.limit:
         sources, targets = sources[:opts.limit], targets[:opts.limit]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,12 +17,15 @@ import numpy as np
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
 from nmt.core.locks import file_lock
+from nmt.core.scratch import link_or_copy, scratch, swap_in
 from nmt.data.batching import filter_long, join_pairs
-from nmt.data.corpora import head_lines, split_paths
-from nmt.data.store import encode_split, open_store, sampled_chunks, token_dtype, write_store
-from nmt.data.subwords import Vocab, prepare_vocab
+from nmt.data.corpora import head_lines
+from nmt.data.folder import lock
+from nmt.data.pin import Pin, pin_corpus
+from nmt.data.store import open_store, sampled_chunks, token_dtype, write_store
+from nmt.data.subwords import Vocab
 from nmt.training import distributed as dist
-from nmt.training.guided import guide_targets, teacher_links
+from nmt.training.guided import guide_targets, teacher_links, write_teacher_links
 
 
 @dataclass
@@ -35,8 +39,9 @@ class Data:
     valid_tgt: Sequence
     pairs: int  # the corpus's training pairs, and those kept by data.max_len (before
     kept: int  # data.concat joins them into train_src/train_tgt)
+    corpus: Pin | None = None  # what the run pinned: every read of the run's data is its
     # vocab.sampling_alpha: the kept pairs' line numbers, segmented anew each epoch from
-    # the text files (sampled_examples); the best segmentation's store
+    # the pinned text files (sampled_examples); the best segmentation's store
     sample_keep: np.ndarray | None = None
     best_store: Path | None = None
     # guided.weight: each training pair's piece targets (None: no links), the validation
@@ -46,23 +51,24 @@ class Data:
     unguided: int = 0
 
 
-def load_data(cfg: Config) -> Data:
-    """Vocabulary and encoded splits; rank 0 builds the caches, the other ranks reuse them."""
+def load_data(cfg: Config, resume: bool = False, quiet: bool = False) -> Data:
+    """The run's pinned corpus (nmt.data.pin: made at its first start by rank 0, which also
+    computes a teacher's links; read back on resume), its vocabulary and encoded splits.
+    The pin's notes go to stderr unless `quiet`."""
     if dist.is_main():
-        vocab_dir = prepare_vocab(cfg)
-        for split in (cfg.data.train, cfg.data.valid):
-            encode_split(cfg, vocab_dir, split)
+        pin = pin_corpus(cfg, resume, (lambda text: None) if quiet else _note)
+        if cfg.guided.weight:
+            _pin_links(cfg, pin)
     dist.barrier()
-    vocab_dir = prepare_vocab(cfg)
-    vocab = Vocab.from_dir(vocab_dir)
-    src, tgt = encode_split(cfg, vocab_dir, cfg.data.train)
+    pin = Pin(cfg.run_dir)
+    vocab = Vocab.from_dir(pin.vocab_dir)
+    src, tgt = pin.store(cfg.data.train, vocab)
     keep = filter_long(src, tgt, cfg.data.max_len)
     if not len(keep):
         raise NMTError(f"no training pairs of at most data.max_len={cfg.data.max_len} subwords")
-    v_src, v_tgt = encode_split(cfg, vocab_dir, cfg.data.valid)
+    v_src, v_tgt = pin.store(cfg.data.valid, vocab)
     n = min(cfg.train.valid_sentences or len(v_src), len(v_src))
-    refs = head_lines(split_paths(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair,
-                                  cfg.data.valid)[1], n)  # the first n, not the whole split
+    refs = head_lines(pin.paths(cfg.data.valid)[1], n)  # the first n, not the whole split
     pairs, kept = len(src), len(keep)
     sample_keep = keep if cfg.vocab.sampling_alpha else None  # filtered on the best one
     best_store = src.folder
@@ -70,22 +76,40 @@ def load_data(cfg: Config) -> Data:
         src, tgt = join_pairs(src, tgt, keep, cfg.data.concat, cfg.train.seed)
         keep = range(len(src))
     data = Data(vocab, src, tgt, keep, v_src[:n], refs[:n], v_tgt[:n], pairs, kept,
-                sample_keep, best_store)
+                pin, sample_keep, best_store)
     if cfg.guided.weight:
         _add_guides(cfg, data)
     return data
 
 
+def _note(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _pin_links(cfg: Config, pin: Pin) -> None:
+    """Guided training with eflomal: the teacher's links of the pinned text (computed once
+    into the cache, under its lock), pinned beside it."""
+    if cfg.guided.teacher != "eflomal" or pin.links(cfg.data.train) is not None:
+        return
+    folder = write_teacher_links(cfg, corpus=pin)
+    out = pin.folder / "links"
+    with scratch(out) as tmp:
+        for split in (cfg.data.train, cfg.data.valid):
+            link_or_copy(folder / f"{split}.links", tmp / f"{split}.links")
+        with lock(out):
+            swap_in(tmp, out)
+
+
 def _add_guides(cfg: Config, d: Data) -> None:
     """guided.weight: the teacher's links (nmt.align.guided) as piece targets."""
 
-    links = teacher_links(cfg, cfg.data.train)
+    links = teacher_links(cfg, cfg.data.train, corpus=d.corpus)
     if len(links) != len(d.train_src):
         raise NMTError(f"the teacher's links cover {len(links)} training pairs but the "
                        f"corpus has {len(d.train_src)}: re-run `nmt data links`")
     d.train_guides, d.unguided = guide_targets(d.vocab, d.train_src, d.train_tgt, links,
                                                   cfg.guided.null_word)
-    d.valid_links = teacher_links(cfg, cfg.data.valid)[:len(d.valid_src)]
+    d.valid_links = teacher_links(cfg, cfg.data.valid, corpus=d.corpus)[:len(d.valid_src)]
 
 
 def sampled_examples(cfg: Config, d: Data, epoch: int, folder: Path) -> tuple:
@@ -93,11 +117,12 @@ def sampled_examples(cfg: Config, d: Data, epoch: int, folder: Path) -> tuple:
     sampling (Vocab.sample_pairs, seeded with train.seed + epoch) and joined into the same
     runs of pairs as load_data's (join_pairs' draws do not depend on the ids).
 
-    They are streamed from the text files into a store in `folder` (the run's `sampled/`),
-    read back while it holds this epoch, and every other epoch's store there is removed.
-    SentencePiece's draws differ from process to process, so this store is what lets a
-    resumed run continue its epoch on the same segmentation. Ranks take turns under a
-    lock: the first writes, the others read what it wrote."""
+    They are streamed from the pinned text files into a store in `folder` (the run's
+    `sampled/`) and read back while it holds this epoch. SentencePiece's draws differ from
+    process to process, so this store is what lets a resumed run continue its epoch on the
+    same segmentation: an epoch's store stays until a checkpoint of a later epoch exists
+    (`prune_sampled`, called when last.pt is saved). Ranks take turns under a lock: the
+    first writes, the others read what it wrote."""
     v = cfg.vocab
     seed = cfg.train.seed + epoch
     key = hashlib.sha256(json.dumps([str(d.best_store), cfg.data.max_len, v.sampling_alpha,
@@ -107,8 +132,7 @@ def sampled_examples(cfg: Config, d: Data, epoch: int, folder: Path) -> tuple:
     with file_lock(folder / ".lock"):
         sides, _ = open_store(store, len(d.sample_keep), d.vocab)
         if sides is None:
-            paths = split_paths(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair,
-                                cfg.data.train)
+            paths = d.corpus.paths(cfg.data.train)
             dtypes = (token_dtype(d.vocab.src_size), token_dtype(d.vocab.tgt_size))
             chunks = sampled_chunks(paths, d.vocab, d.sample_keep, v.sampling_alpha,
                                     v.sampling_nbest, seed)
@@ -116,10 +140,19 @@ def sampled_examples(cfg: Config, d: Data, epoch: int, folder: Path) -> tuple:
             sides, problem = open_store(store, len(d.sample_keep), d.vocab)
             if sides is None:
                 raise NMTError(f"{store}: {problem} right after writing it; check the disk")
-        for other in folder.glob("seed*"):
-            if other != store and other.is_dir():
-                shutil.rmtree(other, ignore_errors=True)
     src, tgt = sides
     if cfg.data.concat > 1:
         return join_pairs(src, tgt, range(len(src)), cfg.data.concat, cfg.train.seed)
     return src, tgt
+
+
+def prune_sampled(cfg: Config, folder: Path, epoch: int) -> None:
+    """Remove the sampled stores of every epoch but `epoch`, once a checkpoint of `epoch`
+    is saved (a resumed run reads only its checkpoint's epoch)."""
+    if not folder.is_dir():
+        return
+    keep = f"seed{cfg.train.seed + epoch}."
+    with file_lock(folder / ".lock"):
+        for other in folder.glob("seed*"):
+            if not other.name.startswith(keep) and other.is_dir():
+                shutil.rmtree(other, ignore_errors=True)

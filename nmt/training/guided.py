@@ -33,10 +33,13 @@ from nmt.align.words import pieces_to_words
 from nmt.core.checkpoint import atomic_write
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
+from nmt.core.locks import file_lock
 from nmt.core.tokens import EOS
-from nmt.data.corpora import corpus_dir, corpus_gold, load_split
+from nmt.data.corpora import LiveCorpus
 from nmt.data.folder import sha256_file
 from nmt.data.links import GoldAlignment, Link, PharaohFile, format_pharaoh, read_gold
+from nmt.data.pin import corpus_of
+from nmt.data.store import split_digest
 from nmt.data.symmetrize import symmetrize
 from nmt.models.attention import supervised
 
@@ -110,7 +113,7 @@ def pair_guides(cfg: Config, vocab, sources: Sequence[str], targets: Sequence[st
     a run taught by gold links: gold of the pairs being aligned is what they are scored on."""
 
     require_eflomal()
-    train = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair, cfg.data.train)
+    train = corpus_of(cfg).load(cfg.data.train)
     langs = None if from_corpus else (cfg.src_lang, cfg.tgt_lang)
     fwd, rev, _ = statistical_links(sources, targets, train, langs)
     links = [symmetrize(f, r, len(s.split()), len(t.split()), cfg.guided.symmetrize)
@@ -122,54 +125,70 @@ def _words(lines: Sequence[str]) -> list[list[str]]:
     return [line.lower().split() for line in lines]
 
 
-def links_folder(cfg: Config) -> Path:
-    """Where `nmt data links` caches the teacher's links of `cfg`'s corpus and pair."""
+def links_folder(cfg: Config, corpus=None) -> Path:
+    """Where the teacher's links of `corpus`'s (default: `cfg`'s corpus as imported)
+    training and validation pairs are cached: the data root's cache, under a key of the
+    settings and the split files' contents."""
 
-    folder = corpus_dir(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair)
+    corpus = corpus or LiveCorpus.of(cfg)
     settings = {"teacher": "eflomal", "symmetrize": cfg.guided.symmetrize,
                 "iterations": ITERATIONS, "samplers": SAMPLERS, "pair": cfg.data.pair,
                 "splits": [cfg.data.train, cfg.data.valid]}
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     for split in (cfg.data.train, cfg.data.valid):
-        for lang in (cfg.src_lang, cfg.tgt_lang):
-            path = folder / f"{split}.{lang}"
-            if path.is_file():
-                digest.update(bytes.fromhex(sha256_file(path)))
-    return folder / "links" / f"{cfg.data.pair}.eflomal-{digest.hexdigest()[:16]}"
+        for path in corpus.paths(split):
+            digest.update(bytes.fromhex(sha256_file(path)))
+    return corpus.cache / "links" / f"{cfg.data.pair}.eflomal-{digest.hexdigest()[:16]}"
 
 
-def teacher_links(cfg: Config, split: str, compute: bool = True) -> Sequence[set[Link]]:
-    """The teacher's word links (source, target) of every pair of `split`; eflomal's come
-    from the cache, computed first (for the training and validation splits together)
-    when `compute` and missing."""
+def teacher_links(cfg: Config, split: str, compute: bool = True,
+                  corpus=None) -> Sequence[set[Link]]:
+    """The teacher's word links (source, target) of every pair of `split` of `corpus`
+    (default: `cfg`'s corpus as imported; a run passes its pin); eflomal's come from the
+    cache, computed first (for the training and validation splits together) when
+    `compute` and missing."""
 
+    corpus = corpus or LiveCorpus.of(cfg)
     if cfg.guided.teacher == "gold":
-        path = corpus_gold(cfg, split)
+        path = corpus.gold(split)
         if path is None:
             raise NMTError(f"guided.teacher gold: the {cfg.data.corpus} corpus has no "
                            f"{split}.gold for {cfg.data.pair}; use guided.teacher: eflomal")
         return [set(g.possible) for g in read_gold(path)]
-    folder = links_folder(cfg)
+    pinned = getattr(corpus, "links", lambda split: None)(split)
+    if pinned is not None:
+        return PharaohFile(pinned)
+    folder = links_folder(cfg, corpus)
     path = folder / f"{split}.links"
     if not path.is_file():
         if not compute:
             raise NMTError(f"{path}: no cached links; run `nmt data links --config ...`")
-        write_teacher_links(cfg)
+        write_teacher_links(cfg, corpus=corpus)
     if not path.is_file():
         raise NMTError(f"{path}: eflomal's links cover {cfg.data.train} and {cfg.data.valid} "
                        f"only, not {split}")
     return PharaohFile(path)
 
 
-def write_teacher_links(cfg: Config, threads: int | None = None) -> Path:
+def write_teacher_links(cfg: Config, threads: int | None = None, corpus=None) -> Path:
     """Run eflomal on the corpus's training + validation pairs in both directions,
-    symmetrise (guided.symmetrize) and cache the links of each split; returns the folder."""
+    symmetrise (guided.symmetrize) and cache the links of each split; returns the folder.
+    One process computes them (under the folder's lock); another waiting for it reads
+    what it wrote."""
 
-    require_eflomal()
-    folder = links_folder(cfg)
-    root = Path(cfg.data.root)
-    splits = {s: load_split(root, cfg.data.corpus, cfg.data.pair, s)
-              for s in (cfg.data.train, cfg.data.valid)}
+    corpus = corpus or LiveCorpus.of(cfg)
+    folder = links_folder(cfg, corpus)
+    splits = (cfg.data.train, cfg.data.valid)
+    with file_lock(folder.parent / f".{folder.name}.lock"):
+        if all((folder / f"{split}.links").is_file() for split in splits):
+            return folder
+        require_eflomal()
+        _write_links(cfg, corpus, folder, splits, threads)
+    return folder
+
+
+def _write_links(cfg: Config, corpus, folder: Path, names: tuple, threads: int | None) -> None:
+    splits = {s: corpus.load(s) for s in names}
     src, tgt, owner = [], [], []
     for split, (sources, targets) in splits.items():
         for k, (s, t) in enumerate(zip(_words(sources), _words(targets))):
@@ -187,8 +206,9 @@ def write_teacher_links(cfg: Config, threads: int | None = None) -> Path:
         atomic_write(folder / f"{split}.links", lambda handle, text=text: handle.write(text))
     (folder / "settings.json").write_text(json.dumps({
         "teacher": "eflomal", "symmetrize": cfg.guided.symmetrize, "pairs": len(src),
-        "splits": {s: len(v) for s, v in links.items()}}, indent=2) + "\n")
-    return folder
+        "splits": {s: len(v) for s, v in links.items()},
+        "digests": {s: split_digest(*map(sha256_file, corpus.paths(s))) for s in names}},
+        indent=2) + "\n")
 
 
 def teacher_aer(records, links: Sequence[set[Link]]) -> float:

@@ -19,7 +19,7 @@ from nmt.align.extract import collect, dump_training_alignments
 from nmt.align.guided import reading_of
 from nmt.core.checkpoint import check_vocab, kept_checkpoints, load_checkpoint, save_checkpoint
 from nmt.core.config import Config, config_to_dict, save_config
-from nmt.core.errors import NMTError, one_line
+from nmt.core.errors import Interrupted, NMTError, one_line
 from nmt.core.locks import StopRequest, run_lock
 from nmt.core.memory import peak_rss_mib, release_free_memory, rss_mib
 from nmt.core.progress import TrainDisplay
@@ -30,7 +30,7 @@ from nmt.decoding.translate import translate_ids
 from nmt.models import build_model
 from nmt.training import distributed as dist
 from nmt.training import precision
-from nmt.training.batches import load_data, sampled_examples
+from nmt.training.batches import load_data, prune_sampled, sampled_examples
 from nmt.training.guided import teacher_aer
 from nmt.training.loss import loss_fn
 from nmt.training.optim import build_optimizer, set_lr
@@ -66,7 +66,7 @@ class Trainer:
         precision.bound_kernel_cache()
         torch.manual_seed(cfg.train.seed)
         random.seed(cfg.train.seed)
-        self.data = load_data(cfg)
+        self.data = load_data(cfg, resume, quiet)
         v = self.data.vocab
         self.device = dist.device()
         self.model = build_model(cfg.model, v.src_size, v.tgt_size, v.joint,
@@ -121,14 +121,12 @@ class Trainer:
                            "it or pick another name with --set name=...")
 
     def _write_run_files(self) -> None:
-        """config.yaml and the vocabulary, written only once data, model and checkpoint are
-        known to fit together: a failed start (or --resume) leaves the run directory as it was."""
+        """config.yaml and precision.json, once data, model and checkpoint fit together."""
         if dist.is_main():
             self.run.path.mkdir(parents=True, exist_ok=True)
             save_config(self.cfg, self.run.config)
             kept = {k: v for k, v in self.chosen.items() if k != "source"}
             self.run.precision.write_text(json.dumps(kept, indent=1) + "\n", encoding="utf-8")
-            self.run.install_vocab(self.data.vocab.paths[0].parent)
 
     def _restore(self) -> None:
         payload = load_checkpoint(self.run.checkpoint("last"))
@@ -156,9 +154,10 @@ class Trainer:
             "rng_torch": torch.get_rng_state(), "rng_python": list(random.getstate()),
             "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             "config": config_to_dict(self.cfg), "src_vocab": self.data.vocab.src_size,
-            "tgt_vocab": self.data.vocab.tgt_size,
-        }
+            "tgt_vocab": self.data.vocab.tgt_size, "vocab_sha256": self.data.corpus.record["vocab"]}
         save_checkpoint(self.run.checkpoint(which), payload)
+        if which == "last":  # a checkpoint of this epoch: the older draws can go
+            prune_sampled(self.cfg, self.run.sampled, self.progress.epoch)
 
     def _keep(self) -> None:
         """train.keep_last: this validation's weights as checkpoints/step<N>.pt (weights
@@ -195,16 +194,17 @@ class Trainer:
                                 self.cfg.train.seed + epoch, d.train_idx)
         return dist.shard(batches)
 
-    def train_step(self, batch, used: float = 0.0) -> float | None:
+    def train_step(self, batch, used: float = 0.0, real: bool = True) -> float | None:
         """One optimiser step; returns the per-token loss, or None if it was not finite.
-        `used`: the fraction of the budget spent (schedule `linear`), the same on every rank."""
+        `used`: the fraction of the budget spent (schedule `linear`), the same on every rank.
+        `real` False: a stand-in for a batch with fewer rows than ranks (Batches.real)."""
         self.model.train()
         self.model.at_step(self.progress.step + 1)
         set_lr(self.optim, self.schedule.lr(self.progress.step + 1, used))
-        n_tokens = dist.all_sum(batch.n_tokens)
+        n_tokens = dist.all_sum(batch.n_tokens if real else 0)
         with dist.autocast(self.device, self.precision):
             loss = loss_fn(self.ddp, batch.to(self.device), self.cfg.train.label_smoothing,
-                           self.cfg.guided)
+                           self.cfg.guided) * (1.0 if real else 0.0)  # a stand-in counts 0
         if not torch.isfinite(loss):
             self.optim.zero_grad(set_to_none=True)
             return None
@@ -217,7 +217,6 @@ class Trainer:
 
     def validate(self) -> dict:
         """Validation loss/perplexity on the chosen sentences, greedy BLEU and chrF."""
-
         d, model = self.data, self.model
         model.eval()
         total, tokens = 0.0, 0
@@ -283,9 +282,9 @@ class Trainer:
         if reason == "signal":
             self.progress.elapsed = self.elapsed()
             self.save("last")
-            raise NMTError(f"stopped by {stop.signal or 'a signal'} at step {self.progress.step}; "
-                           f"checkpoint saved; continue with: nmt train --config "
-                           f"{self.run.config} --resume")
+            raise Interrupted(stop.signum, f"stopped by {stop.signal or 'a signal'} at step "
+                              f"{self.progress.step}; checkpoint saved; continue with: nmt train "
+                              f"--config {self.run.config} --resume")
         self.say(f"done: {reason}; best validation BLEU {self.progress.best_bleu:.2f}")
         return self.progress
 
@@ -304,7 +303,7 @@ class Trainer:
                 batch = next(iterate_batches(self.data.train_src, self.data.train_tgt,
                                              [batches[index]], self.data.train_guides))
                 tick = time.perf_counter()
-                loss = self.train_step(batch, used)
+                loss = self.train_step(batch, used, batches.real(index))
                 seconds = time.perf_counter() - tick
                 p.batch_in_epoch = index + 1
                 if loss is None:
