@@ -106,7 +106,7 @@ SIGNALS = [signal.SIGKILL, signal.SIGTERM]
 def test_killed_imports_leave_a_whole_corpus_and_nothing_else(signum, tmp_path):
     raw = tmp_path / "raw"
     raw.mkdir()
-    lines = [f"satz {i} " + "wort " * (i % 13) for i in range(120_000)]
+    lines = [f"satz {i} " + "wort " * (i % 13) for i in range(60_000)]
     (raw / "a.de").write_text("".join(x + "\n" for x in lines))
     (raw / "a.en").write_text("".join(x.replace("satz", "sentence") + "\n" for x in lines))
     args = ["data", "import", "big", "--pair", "de-en", "--files", str(raw / "a.de"),
@@ -149,7 +149,7 @@ def test_killed_trainings_resume_on_their_pinned_data(signum, data_root, tmp_pat
     root = tmp_path / "data"
     _import(root, _raw(data_root, tmp_path / "raw", 0))
     raw = config_to_dict(_config(root, tmp_path / "runs", "t", sampling_alpha=0.1))
-    raw["train"].update(max_steps=16, valid_every=4, threads=1)
+    raw["train"].update(max_steps=12, valid_every=4, threads=1)
     config = tmp_path / "t.yaml"
     config.write_text(yaml.safe_dump(raw))
     args = ["train", "-c", str(config), "--no-evaluate"]

@@ -413,3 +413,33 @@ def test_11_every_pair_is_trained_once_an_epoch_across_two_ranks(budget):
     for k in range(len(whole)):  # a stand-in is a row of its own batch
         if not shards[1].real(k):
             assert shards[1][k] == shards[0][k][:1]
+
+
+# ------------------------------------------------------------------------------ data gc
+
+
+def test_gc_removes_only_the_caches_no_corpus_and_no_run_references(mini, data_root, tmp_path):
+    from nmt.data.caches import collect
+    from nmt.data.subwords import prepare_vocab
+
+    runs = tmp_path / "runs"
+    cfg = _config(mini, runs, "kept")
+    Trainer(cfg, quiet=True).fit()
+    old = prepare_vocab(cfg)  # the vocabulary of the corpus as first imported: the run's
+    _reimport(data_root, tmp_path, mini)
+    new = prepare_vocab(cfg)  # the re-imported corpus's
+    orphan = _config(mini, runs, "o", size=280)
+    stray = prepare_vocab(orphan)  # the current corpus's too: referenced by the corpus
+    lines = list(collect(mini, [runs], dry_run=True))
+    assert old.is_dir() and lines[-1].startswith("would free")
+    import shutil
+
+    shutil.rmtree(runs / "kept")  # the run goes: its vocabulary is no longer referenced
+    lines = list(collect(mini, [runs]))
+    assert not old.exists() and new.is_dir() and stray.is_dir()
+    assert any(f"removed {old}" == line for line in lines)
+    import re
+
+    removed = sum(line.startswith("removed ") for line in lines)
+    assert re.fullmatch(rf"freed [\d.,]+ MiB in {removed} cache folder\(s\); kept \d+ .*",
+                        lines[-1]), lines[-1]
