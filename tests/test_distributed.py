@@ -61,3 +61,36 @@ def test_two_gloo_processes_match_one_process(tmp_path):
         torch.testing.assert_close(ddp["model"][key], value, atol=2e-5, rtol=1e-4)
     lines = (tmp_path / "runs" / "ddp" / "metrics.jsonl").read_text().splitlines()
     assert sum('"kind": "valid"' in line for line in lines) == 1  # validation ran once
+
+
+def test_two_ranks_train_every_one_of_301_pairs_once_an_epoch(tmp_path):
+    """Issue 60, defect 11: small batches (fewer rows than ranks) are trained too, the
+    second rank on a stand-in row of weight 0, so one epoch on 2 gloo ranks takes the steps
+    and reaches the weights of one process (before: those batches were dropped)."""
+    write_synth(tmp_path / "data" / "synth" / SYNTH_PAIR, seed=5,
+                sizes={"train": 301, "val": 10, "test": 10})
+    config = yaml.safe_load(_config(tmp_path / "unused").read_text())
+    config["data"].update(root=str(tmp_path / "data"), max_len=40)
+    config["runs_dir"] = str(tmp_path / "runs")
+    config["train"].update(batch_tokens=44, max_steps=0, max_epochs=1, valid_every=10_000)
+    path = tmp_path / "epoch.yaml"
+    path.write_text(yaml.safe_dump(config))
+    _run(["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "nmt",
+          "train", "--config", str(path), "--no-evaluate"], tmp_path)
+    _run(["-m", "nmt", "train", "--config", str(path), "--set", "name=single", "--no-evaluate"],
+         tmp_path)
+    ddp = load_checkpoint(tmp_path / "runs" / "ddp" / "checkpoints" / "last.pt")
+    one = load_checkpoint(tmp_path / "runs" / "single" / "checkpoints" / "last.pt")
+    from nmt.data.batching import filter_long, pair_lengths, token_batches
+    from nmt.data.store import encode_split
+    from nmt.data.subwords import prepare_vocab
+    from nmt.models.checks import load_config
+
+    cfg = load_config(path)
+    src, tgt = encode_split(cfg, prepare_vocab(cfg), "train")
+    keep = filter_long(src, tgt, 40)
+    batches = token_batches(pair_lengths(src, tgt), 44, config["train"].get("seed", 1234), keep)
+    assert (batches.sizes() < 2).sum() > 0, "no batch with fewer rows than ranks"
+    assert ddp["progress"]["step"] == one["progress"]["step"] == len(batches)
+    for key, value in one["model"].items():
+        torch.testing.assert_close(ddp["model"][key], value, atol=5e-5, rtol=1e-3)

@@ -17,14 +17,11 @@ import numpy as np
 import pytest
 
 import nmt.training.guided as guided_module
-from nmt.core import scratch as scratch_module
 from nmt.core.config import config_to_dict
 from nmt.core.errors import NMTError
-from nmt.core.scratch import scratch, sweep
 from nmt.data.batching import token_batches
 from nmt.data.corpora import SYNTH_PAIR
 from nmt.data.links import PharaohFile
-from nmt.data.pin import scoring_split
 from nmt.data.pipeline import Filters, run
 from nmt.data.sources import FilePair, Folder, Tsv
 from nmt.models.checks import config_from_dict
@@ -33,6 +30,8 @@ from nmt.training.trainer import Trainer
 from tests.test_train import MODELS, tiny_config
 
 REPO = Path(__file__).resolve().parent.parent
+# What the fixes added (nmt.core.scratch, nmt.data.pin) is imported inside the tests, so
+# that this file also runs on the code before them, where each test fails on its defect.
 
 
 def _raw(data_root: Path, out: Path, offset: int) -> Path:
@@ -87,6 +86,8 @@ def test_1_a_reimport_during_a_sampled_run_changes_nothing_it_reads(mini, data_r
     pinned_test = (cfg.run_dir / "corpus" / "test.tgt").read_text().splitlines()
     _reimport(data_root, tmp_path, mini)
     assert (mini / "mini" / SYNTH_PAIR / "train.src").read_text().splitlines() != pinned_train
+    from nmt.data.pin import scoring_split
+
     d = trainer.data
     src, _ = sampled_examples(cfg, d, 5, trainer.run.sampled)  # a later epoch's draw
     want = [pinned_train[k] for k in d.sample_keep]
@@ -119,16 +120,21 @@ def test_2_resume_after_a_reimport_keeps_the_runs_vocabulary(mini, data_root, tm
     assert first == (tmp_path / "raw1" / "train.src").read_text()  # trained on the old pairs
 
 
-def test_2_a_replaced_vocabulary_is_refused_by_the_checkpoints(mini, tmp_path):
+def test_2_a_replaced_vocabulary_is_refused_by_the_checkpoints(mini, data_root, tmp_path):
+    """A vocabulary of the same size but other pieces (what a re-import's retraining wrote
+    over the run's spm/ before the fix) no longer pairs with the run's checkpoints."""
+    from nmt.data.subwords import Vocab, prepare_vocab
     from nmt.models.runs import load_run
 
     cfg = _config(mini, tmp_path / "runs", "swapped")
     Trainer(cfg, quiet=True).fit()
     model = cfg.run_dir / "spm" / "joint.model"
-    other = _config(mini, tmp_path / "runs2", "other", size=290)
-    Trainer(other, quiet=True).fit()
-    model.write_bytes((other.run_dir / "spm" / "joint.model").read_bytes())
-    with pytest.raises(NMTError, match="another vocabulary|other sizes|vocabularies of"):
+    _reimport(data_root, tmp_path, mini)
+    other = prepare_vocab(cfg) / "joint.model"  # the same options, the new corpus
+    assert other.read_bytes() != model.read_bytes()
+    assert Vocab(other, other).src_size == Vocab(model, model).src_size
+    model.write_bytes(other.read_bytes())
+    with pytest.raises(NMTError, match="another vocabulary"):
         load_run(cfg.run_dir)
 
 
@@ -208,6 +214,8 @@ def test_4_encoding_workers_die_with_their_parent(signum, mini, tmp_path):
     while time.monotonic() < gone and any(map(_alive, workers)):
         time.sleep(0.1)
     assert not any(map(_alive, workers)), "an encoding worker outlived its parent"
+    from nmt.core.scratch import sweep
+
     if signum == signal.SIGTERM:
         assert code == 128 + signum and err.strip().splitlines()[-1] == "nmt: stopped by SIGTERM"
         assert not list((mini / ".cache" / "spm").glob("*/.*.tmp-*"))  # removed by itself
@@ -230,21 +238,42 @@ def _killed_scratch(target: Path) -> Path:
     return left
 
 
+def _killed_import(root: Path, raw: Path) -> Path:
+    """An `nmt data import` killed by SIGKILL while it writes; its scratch folder."""
+    args = [sys.executable, "-m", "nmt", "data", "import", "mini", "--pair", SYNTH_PAIR,
+            "--files", str(raw / "a.src"), str(raw / "a.tgt"), "--root", str(root)]
+    proc = subprocess.Popen(args, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, left = time.monotonic() + 60, []
+    while time.monotonic() < deadline and proc.poll() is None and not left:
+        left = [p for p in (root / "mini").glob(".*.tmp-*") if p.is_dir()]
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait()
+    assert left, "the import ended before it could be killed"
+    return left[0]
+
+
 def test_5_a_killed_imports_folder_is_swept_by_the_next_import_and_by_list(mini, data_root,
                                                                             tmp_path):
-    target = mini / "mini" / SYNTH_PAIR
-    left = _killed_scratch(target)
     from nmt.data.overview import list_corpora
 
+    raw = tmp_path / "big"
+    raw.mkdir()
+    for side, word in (("src", "w"), ("tgt", "v")):
+        (raw / f"a.{side}").write_text("".join(f"{word}{i} " * (1 + i % 9) + "\n"
+                                               for i in range(150_000)))
+    left = _killed_import(mini, raw)
     lines = list(list_corpora(mini))
-    assert not left.exists() and not list(target.parent.glob(".*.tmp-*"))
+    assert not left.exists() and not [p for p in (mini / "mini").glob(".*.tmp-*")]
     assert not any("in progress" in line for line in lines)
-    left = _killed_scratch(target)
+    left = _killed_import(mini, raw)
     _reimport(data_root, tmp_path, mini)
-    assert not left.exists() and not list(target.parent.glob(".*.tmp-*"))
+    assert not left.exists() and not [p for p in (mini / "mini").glob(".*.tmp-*")]
 
 
 def test_5_a_live_writers_folder_is_named_not_swept(mini):
+    from nmt.core.scratch import scratch
     from nmt.data.overview import list_corpora
 
     target = mini / "mini" / SYNTH_PAIR
@@ -316,12 +345,17 @@ def test_7_the_teacher_links_are_computed_once_for_every_rank(mini, tmp_path, mo
 def test_7_pharaoh_file_closes_what_it_opens(tmp_path):
     path = tmp_path / "x.links"
     path.write_text("0-0 1-1\n\n2-0\n")
-    before = set(os.listdir("/proc/self/fd")) if Path("/proc/self/fd").is_dir() else None
     links = PharaohFile(path)
     assert links[0] == {(0, 0), (1, 1)} and links[2] == {(2, 0)}
-    if before is not None:
-        opened = {fd for fd in os.listdir("/proc/self/fd") if fd not in before}
-        assert not [fd for fd in opened if os.path.realpath(f"/proc/self/fd/{fd}") == str(path)]
+    if Path("/proc/self/fd").is_dir():  # no descriptor of this process still reads the file
+        assert not [fd for fd in os.listdir("/proc/self/fd") if _target(fd) == str(path)]
+
+
+def _target(fd: str) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""
 
 
 # ----------------------------------------------------------------------------- defect 8
@@ -340,13 +374,28 @@ def test_8_keep_empty_keeps_empty_sides_without_another_switch(tmp_path):
 # ----------------------------------------------------------------------------- defect 9
 
 
-def test_9_the_corpus_path_holds_a_whole_corpus_at_every_instant(mini, data_root, tmp_path):
+def test_9_the_corpus_path_holds_a_whole_corpus_at_every_instant(mini, data_root, tmp_path,
+                                                                 monkeypatch):
+    """After every rename a re-import makes (where a kill could land), and all along in a
+    reading thread, the corpus path holds a whole corpus."""
     target = mini / "mini" / SYNTH_PAIR
     seen, stop = [], threading.Event()
 
+    def whole() -> bool:
+        return (target / "manifest.json").is_file() and (target / "train.src").is_file()
+
+    real = Path.rename
+
+    def rename(self, other):
+        out = real(self, other)
+        seen.append(whole())
+        return out
+
+    monkeypatch.setattr(Path, "rename", rename)
+
     def read() -> None:
         while not stop.is_set():
-            seen.append((target / "manifest.json").is_file() and (target / "train.src").is_file())
+            seen.append(whole())
 
     reader = threading.Thread(target=read)
     reader.start()
@@ -356,14 +405,13 @@ def test_9_the_corpus_path_holds_a_whole_corpus_at_every_instant(mini, data_root
     finally:
         stop.set()
         reader.join()
-    assert seen and all(seen), f"{seen.count(False)} reads found no corpus"
+    assert seen and all(seen), f"{seen.count(False)} looks found no corpus"
 
 
 def test_9_a_swap_killed_between_two_renames_is_put_back(mini, monkeypatch):
     """Where no exchange exists: the two renames' gap, and a kill in it, is repaired."""
     target = mini / "mini" / SYNTH_PAIR
     old = (target / "train.src").read_text()
-    monkeypatch.setattr(scratch_module, "_EXCHANGE", None)
     aside = target.with_name(f".{target.name}.old-deadbeef")
     target.rename(aside)  # what a kill right after the first rename leaves
     from nmt.data.overview import list_corpora
@@ -383,7 +431,7 @@ def test_10_the_manifest_hashes_the_bytes_it_read_from_a_pipe(tmp_path):
         os.mkfifo(pipes[lang])
 
     def serve(lang: str) -> None:  # like <(...): the bytes once, then nothing
-        for payload in (text[lang], ""):
+        for payload in (text[lang], "", "", ""):
             with open(pipes[lang], "w") as handle:
                 handle.write(payload)
 
@@ -443,3 +491,29 @@ def test_gc_removes_only_the_caches_no_corpus_and_no_run_references(mini, data_r
     removed = sum(line.startswith("removed ") for line in lines)
     assert re.fullmatch(rf"freed [\d.,]+ MiB in {removed} cache folder\(s\); kept \d+ .*",
                         lines[-1]), lines[-1]
+
+
+def test_1_evaluate_records_the_digest_and_refuses_a_split_of_training_pairs(mini, tmp_path):
+    from nmt.data.pin import scoring_split
+    from nmt.decoding.evaluate import evaluate_run
+
+    cfg = _config(mini, tmp_path / "runs", "scored")
+    Trainer(cfg, quiet=True).fit()
+    entry = evaluate_run(cfg.run_dir, "test", limit=5, align=False)
+    pinned = json.loads((cfg.run_dir / "corpus" / "pinned.json").read_text())
+    shas = pinned["splits"]["test"]["sha256"]
+    from nmt.data.store import split_digest
+
+    assert entry["data"] == {"digest": split_digest(shas["src"], shas["tgt"]), "pinned": True}
+    assert json.loads((cfg.run_dir / "scores.json").read_text())["test"]["data"] == entry["data"]
+    folder = mini / "mini" / SYNTH_PAIR
+    train = [(folder / f"train.{s}").read_text().splitlines() for s in ("src", "tgt")]
+    for side, lines in zip(("src", "tgt"), train):  # a new split: 2 training pairs among 3
+        (folder / f"extra.{side}").write_text("\n".join([lines[5], "a new one", lines[9]]) + "\n")
+    with pytest.raises(NMTError, match=r"2 of its 3 pairs are training pairs .*line 1\)"):
+        scoring_split(cfg, cfg.run_dir, "extra", say=lambda text: None)
+    for side in ("src", "tgt"):
+        (folder / f"extra.{side}").write_text("a new one\n")
+    notes = []
+    _, refs, scored = scoring_split(cfg, cfg.run_dir, "extra", say=notes.append)
+    assert refs == ["a new one"] and scored["pinned"] is False and "not a split" in notes[0]

@@ -110,10 +110,12 @@ def check_options(opts: AlignOptions) -> None:
         raise NMTError(f"--symmetrize {bad[0]!r}: use one of {', '.join(SYMMETRIZATIONS)}")
 
 
-def select_inputs(cfg: Config, opts: AlignOptions) -> tuple[list[str], list[str], Path | None]:
-    """Sentences to align and the corpus gold file that goes with them, if any."""
+def select_inputs(cfg: Config, opts: AlignOptions
+                  ) -> tuple[list[str], list[str], Path | None, dict | None]:
+    """Sentences to align, the corpus gold file that goes with them (if any) and, for a
+    split of the run's corpus, what was read of it (its digest: nmt.data.pin)."""
 
-    gold = None
+    gold, scored = None, None
     if opts.pairs is not None:
         sources, targets = read_pairs(opts.pairs)
     elif opts.src:
@@ -122,11 +124,12 @@ def select_inputs(cfg: Config, opts: AlignOptions) -> tuple[list[str], list[str]
         sources, targets = list(opts.src), list(opts.tgt or [""] * len(opts.src))
     else:
         split = opts.split or cfg.data.test
-        sources, targets, _ = scoring_split(cfg, opts.runs[0], split)
+        sources, targets, scored = scoring_split(cfg, opts.runs[0], split)
+        scored = {"split": split, **scored}
         gold = corpus_gold(cfg, split)
     if opts.limit:
         sources, targets = sources[:opts.limit], targets[:opts.limit]
-    return sources, targets, gold
+    return sources, targets, gold, scored
 
 
 @dataclass
@@ -338,9 +341,11 @@ def align_runs(opts: AlignOptions) -> dict:
     check_options(opts)
     for run, reverse in zip(opts.runs, opts.reverse):
         check_reverse(load_config(run), load_config(reverse), str(run), str(reverse))
-    sources, targets, corpus_gold_path = select_inputs(load_config(opts.runs[0]), opts)
+    sources, targets, corpus_gold_path, scored = select_inputs(load_config(opts.runs[0]), opts)
     gold = opts.gold or (corpus_gold_path if opts.mode == "forced" else None)
     opts.out.mkdir(parents=True, exist_ok=True)
+    if scored is not None:  # which pairs were aligned: the split's digest (docs/data.md)
+        (opts.out / "data.json").write_text(json.dumps(scored, indent=2) + "\n")
     rows = Rows(opts, gold)
     names = run_names(list(opts.runs) + list(opts.reverse))
     pooled: tuple[dict, dict] = ({m: [] for m in opts.methods}, {m: [] for m in opts.methods})
