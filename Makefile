@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,align,tensorboard,serve,load,deploy]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,align,tensorboard,serve,load,deploy,hub]'
 	rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 install: $(STAMP)

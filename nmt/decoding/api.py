@@ -33,6 +33,7 @@ from nmt.data.subwords import Vocab
 from nmt.decoding.engines import PyTorchEngine, make_engine
 from nmt.models.base import Seq2Seq
 from nmt.models.ensemble import Ensemble, check_same_vocab
+from nmt.models.published import resolve
 from nmt.models.runs import load_run
 
 CHUNK_LINES = 1000  # a stream is read, decoded and yielded this many lines at a time
@@ -319,6 +320,7 @@ def load(*runs: str | Path, checkpoint: str = "best", device: str | None = None,
         if not isinstance(run, (str, Path)):
             raise NMTError(f"nmt.load: run {i} is {type(run).__name__}; give a run "
                            "directory's path, e.g. 'runs/bahdanau'")
+    runs = tuple(resolve(r) for r in runs)  # hf:ORG/NAME: the Hub cache's folder
     loaded = [load_run(Path(r), checkpoint) for r in runs]
     cfg, vocab, module, _ = loaded[0]
     if len(loaded) > 1:

@@ -15,11 +15,13 @@ from nmt.data.subwords import Vocab
 from nmt.models import build_model
 from nmt.models.base import Seq2Seq
 from nmt.models.checks import config_from_dict
+from nmt.models.published import is_published, load_weights, read_stamp, resolve
 
 
 def load_config(path: Path | str) -> Config:
-    """The resolved config of a run directory; the one check that a folder is a run."""
-    run = RunDir(path)
+    """The resolved config of a run directory (or a published model, `hf:` ones included);
+    the one check that a folder is a run."""
+    run = RunDir(resolve(path))
     if not run.path.is_dir():
         raise NMTError(f"{run.path}: run directory not found; pass a folder under runs/")
     if not run.config.is_file():
@@ -44,9 +46,16 @@ def checkpoint_path(path: Path | str, which: str = "best") -> Path:
 def load_run(path: Path | str, which: str = "best",
              data: bytes | None = None) -> tuple[Config, Vocab, Seq2Seq, dict]:
     """Config, vocabulary and model (eval mode) of a trained run, plus the checkpoint
-    (loaded from `data`, its file's bytes, when the caller has read them)."""
-    run = RunDir(path)
+    (loaded from `data`, its file's bytes, when the caller has read them). A published
+    folder (nmt.models.published) loads the same way, from its safetensors."""
+    run = RunDir(resolve(path))
     cfg = load_config(run.path)
+    if is_published(run.path):  # a folder of `nmt publish`: its safetensors, checked
+        stamp = read_stamp(run.path)
+        vocab = Vocab.from_dir(run.spm)
+        model = build_model(cfg.model, vocab.src_size, vocab.tgt_size, vocab.joint, cfg.local)
+        model.load_state_dict(load_weights(run.path, model))
+        return cfg, vocab, model.eval(), {"published": stamp}
     ckpt_path = checkpoint_path(run.path, which)
     payload = load_checkpoint(ckpt_path, data)
     vocab = Vocab.from_dir(run.spm)

@@ -1,0 +1,238 @@
+"""`nmt publish` (issue 61): a run as a self-contained model folder (safetensors, card,
+stamp); `nmt.load`, `nmt translate`, `nmt align` and `nmt serve` read it as a run; the
+Transformer is a `transformers` MarianMTModel whose greedy ids are ours exactly and whose
+forced log-probabilities agree."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+import yaml
+
+import nmt
+from nmt.core.errors import NMTError
+from nmt.core.tokens import BOS, EOS, PAD
+from nmt.decoding.evaluate import evaluate_run
+from nmt.decoding.publish import publish
+from nmt.decoding.search import max_length
+from nmt.decoding.translate import nbest_ids
+from nmt.training.trainer import Trainer
+from tests.test_cli import run_cli
+from tests.test_train import MODELS, tiny_config
+
+pytest.importorskip("safetensors")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def _trained(data_root, runs, family: str, steps: int):
+    raw = tiny_config(data_root, runs, family, MODELS[family], max_steps=steps,
+                      valid_every=steps)
+    Trainer(raw, quiet=True).fit()
+    evaluate_run(raw.run_dir, "test", limit=40)
+    return raw.run_dir
+
+
+@pytest.fixture(scope="module")
+def published(data_root, tmp_path_factory):
+    root = tmp_path_factory.mktemp("pub")
+    out = {}
+    for family, steps in (("transformer", 400), ("bahdanau", 60)):
+        run = _trained(data_root, root / "runs", family, steps)
+        out[family] = (run, publish(run, root / "models" / family))
+    return out
+
+
+def _test_sources(data_root, n: int) -> tuple[list[str], list[str]]:
+    folder = data_root / "synth" / "src-tgt"
+    src = (folder / "test.src").read_text().splitlines()[:n]
+    tgt = (folder / "test.tgt").read_text().splitlines()[:n]
+    return src, tgt
+
+
+def test_the_folder_holds_safetensors_a_card_and_a_stamp(published):
+    run, folder = published["transformer"]
+    names = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    assert {"model.safetensors", "config.yaml", "scores.json", "README.md", "nmt.json",
+            "spm/joint.model", "config.json", "generation_config.json", "source.spm",
+            "target.spm", "vocab.json", "tokenizer_config.json"} <= names
+    assert not [n for n in names if n.endswith((".pt", ".bin", ".pkl"))]  # nothing pickled
+    card = (folder / "README.md").read_text()
+    meta = yaml.safe_load(card.split("---")[1])
+    assert meta["language"] == ["src", "tgt"] and meta["pipeline_tag"] == "translation"
+    metrics = {m["type"]: m["value"] for m in meta["model-index"][0]["results"][0]["metrics"]}
+    scores = json.loads((run / "scores.json").read_text())["test"]
+    assert metrics["bleu"] == scores["bleu"] and metrics["chrf"] == scores["chrf"]
+    assert metrics["aer"] == round(scores["alignment"]["aer"], 4)  # the synthetic corpus: gold
+    stamp = json.loads((folder / "nmt.json").read_text())
+    assert set(stamp["files"]) == names - {"nmt.json"}
+
+
+@pytest.mark.parametrize("family", ["transformer", "bahdanau"])
+def test_nmt_load_of_the_folder_translates_and_aligns_as_the_run(published, data_root, family):
+    run, folder = published[family]
+    sources, targets = _test_sources(data_root, 20)
+    a, b = nmt.load(run), nmt.load(folder)
+    for beam in (1, 3):
+        assert [t.text for t in a.translate(sources, beam=beam)] == \
+            [t.text for t in b.translate(sources, beam=beam)]
+    assert a.score(sources, targets) == b.score(sources, targets)
+
+
+def test_the_cli_and_the_server_read_the_folder(published, capsys):
+    run, folder = published["bahdanau"]
+    code, out, _ = run_cli(capsys, "translate", "--run", folder, "--beam", "1", "the dog sees a cat")
+    code_run, out_run, _ = run_cli(capsys, "translate", "--run", run, "--beam", "1",
+                                   "the dog sees a cat")
+    assert code == code_run == 0 and out == out_run and out.strip()
+    code, _, err = run_cli(capsys, "align", "--run", folder, "--src", "the dog",
+                           "--tgt", "dog the", "--out", folder.parent / "aligned")
+    assert code == 0, err
+    from nmt.serve.runs import load_runs
+
+    assert len(load_runs([folder])) == 1
+
+
+def test_a_cut_or_altered_file_is_refused_in_one_line(published, tmp_path):
+    import shutil
+
+    _, folder = published["bahdanau"]
+    copy = shutil.copytree(folder, tmp_path / "copy")
+    weights = copy / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-10])
+    with pytest.raises(NMTError, match=r"model.safetensors: not the file the model was "
+                                       r"published with") as err:
+        nmt.load(copy)
+    assert "\n" not in str(err.value)
+
+
+def _hf(folder):
+    transformers = pytest.importorskip("transformers")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    return transformers, tokenizer, model
+
+
+def test_transformers_greedy_gives_our_greedy_ids_on_200_sentences(published, data_root):
+    run, folder = published["transformer"]
+    _, tokenizer, hf = _hf(folder)
+    ours = nmt.load(run)
+    sources, _ = _test_sources(data_root, 200)
+    src_ids = ours.vocab.encode_src(sources)
+    assert [tokenizer(s)["input_ids"] for s in sources] == src_ids  # the same pieces + EOS
+    mine = [h[0][0] for h in nbest_ids(ours.module, src_ids, ours.cfg.decode, beam=1)]
+    batch = tokenizer(sources, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        theirs = hf.generate(**batch, num_beams=1, do_sample=False, max_length=256)
+    compared = 0
+    for ids, out, src in zip(mine, theirs.tolist(), src_ids):
+        out = [i for i in out if i != PAD]
+        assert out[0] == BOS
+        limit = max_length(len(src), ours.cfg.decode.max_len_ratio, ours.cfg.decode.max_len_offset)
+        if len(ids) + 1 >= limit:  # ours was cut at its limit: compare what both made
+            assert out[1:1 + len(ids)] == ids
+            continue
+        assert out[1:] == ids + [EOS]
+        compared += 1
+    assert compared >= 180, compared
+
+
+def test_transformers_forced_log_probabilities_agree_within_1e_4(published, data_root):
+    run, folder = published["transformer"]
+    _, tokenizer, hf = _hf(folder)
+    ours = nmt.load(run)
+    sources, targets = _test_sources(data_root, 30)
+    mine = ours.score(sources, targets)
+    batch = tokenizer(sources, text_target=targets, return_tensors="pt", padding=True)
+    labels = batch.pop("labels")
+    start = torch.full((labels.size(0), 1), BOS)
+    decoder_in = torch.cat([start, labels[:, :-1]], 1).masked_fill(
+        torch.cat([start, labels[:, :-1]], 1) == -100, PAD)
+    with torch.no_grad():
+        logp = torch.log_softmax(hf(**batch, decoder_input_ids=decoder_in).logits, -1)
+    gold = logp.gather(-1, labels.clamp_min(0).unsqueeze(-1)).squeeze(-1)
+    theirs = (gold * (labels != PAD) * (labels != -100)).sum(1).tolist()
+    assert max(abs(a - b) for a, b in zip(mine, theirs)) < 1e-4
+
+
+def test_the_cards_transformers_snippet_translates_as_nmt_offline(published, data_root):
+    """The card's way in (transformers 5 removed the "translation" pipeline: the model and
+    tokenizer classes and generate are its way), decoded to text."""
+    run, folder = published["transformer"]
+    _, tokenizer, hf = _hf(folder)
+    sources, _ = _test_sources(data_root, 5)
+    with torch.no_grad():
+        out = hf.generate(**tokenizer(sources, return_tensors="pt", padding=True), num_beams=1)
+    got = tokenizer.batch_decode(out, skip_special_tokens=True)
+    assert got == [t.text for t in nmt.load(run).translate(sources, beam=1)]
+    card = (folder / "README.md").read_text()
+    assert "AutoModelForSeq2SeqLM.from_pretrained" in card and "batch_decode" in card
+
+
+def test_push_uploads_the_folder_through_the_hubs_api(published, tmp_path, monkeypatch):
+    from tests.hub_standin import Hub
+
+    hub = Hub(tmp_path / "hub")
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setenv("HF_TOKEN", "hf_standin")
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        import huggingface_hub.constants as constants
+
+        monkeypatch.setattr(constants, "ENDPOINT", hub.url)
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        from nmt.decoding.publish import push
+
+        _, folder = published["bahdanau"]
+        url = push(folder, "org/tiny", private=True)
+        assert url.startswith(f"{hub.url}/org/tiny/commit/")
+        sent = {p.relative_to(tmp_path / "hub" / "org" / "tiny").as_posix(): p.read_bytes()
+                for p in (tmp_path / "hub" / "org" / "tiny").rglob("*") if p.is_file()}
+        mine = {p.relative_to(folder).as_posix(): p.read_bytes()
+                for p in folder.rglob("*") if p.is_file()}
+        assert sent == mine and hub.repos["org/tiny"]["private"] is True
+        assert all(auth == "Bearer hf_standin" for verb, _, auth in hub.requests if verb == "POST")
+    finally:
+        hub.close()
+
+
+def test_push_without_a_token_is_one_line(published, monkeypatch, tmp_path):
+    from nmt.decoding.publish import push
+
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "nohome"))
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "nohome" / "token"))
+    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "nohome" / "tokens"))
+    with pytest.raises(NMTError, match="no Hugging Face token; set HF_TOKEN"):
+        push(published["bahdanau"][1], "org/tiny")
+
+
+def test_a_hub_model_loads_from_a_prefilled_cache_offline_pinned_to_its_commit(
+        published, tmp_path, monkeypatch, data_root):
+    import shutil
+
+    run, folder = published["bahdanau"]
+    cache = tmp_path / "hub-cache"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    snapshot = cache / "models--org--tiny" / "snapshots" / commit
+    shutil.copytree(folder, snapshot)
+    (cache / "models--org--tiny" / "refs").mkdir(parents=True)
+    (cache / "models--org--tiny" / "refs" / "main").write_text(commit)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    sources, _ = _test_sources(data_root, 5)
+    want = [t.text for t in nmt.load(run).translate(sources, beam=1)]
+    for name in ("hf:org/tiny", f"hf:org/tiny@{commit}"):
+        model = nmt.load(name)
+        assert model.path == snapshot and [t.text for t in model.translate(sources, beam=1)] == want
+    (snapshot / "nmt.json").unlink()
+    with pytest.raises(NMTError, match="not a model published by `nmt publish`"):
+        nmt.load("hf:org/tiny")
