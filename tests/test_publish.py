@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,6 +24,7 @@ from nmt.training.trainer import Trainer
 from tests.test_cli import run_cli
 from tests.test_train import MODELS, tiny_config
 
+REPO = Path(__file__).resolve().parent.parent
 pytest.importorskip("safetensors")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -115,18 +117,18 @@ def _hf(folder):
     return transformers, tokenizer, model
 
 
-def test_transformers_greedy_gives_our_greedy_ids_on_200_sentences(published, data_root):
-    run, folder = published["transformer"]
+def _same_greedy_ids(run, folder, sources: list[str]) -> int:
+    """Assert that transformers' greedy ids are ours for every sentence (up to our length
+    limit where ours was cut by it); returns how many ended before the limit."""
     _, tokenizer, hf = _hf(folder)
     ours = nmt.load(run)
-    sources, _ = _test_sources(data_root, 200)
     src_ids = ours.vocab.encode_src(sources)
     assert [tokenizer(s)["input_ids"] for s in sources] == src_ids  # the same pieces + EOS
     mine = [h[0][0] for h in nbest_ids(ours.module, src_ids, ours.cfg.decode, beam=1)]
     batch = tokenizer(sources, return_tensors="pt", padding=True)
     with torch.no_grad():
         theirs = hf.generate(**batch, num_beams=1, do_sample=False, max_length=256)
-    compared = 0
+    ended = 0
     for ids, out, src in zip(mine, theirs.tolist(), src_ids):
         out = [i for i in out if i != PAD]
         assert out[0] == BOS
@@ -135,8 +137,37 @@ def test_transformers_greedy_gives_our_greedy_ids_on_200_sentences(published, da
             assert out[1:1 + len(ids)] == ids
             continue
         assert out[1:] == ids + [EOS]
-        compared += 1
-    assert compared >= 180, compared
+        ended += 1
+    return ended
+
+
+def test_transformers_greedy_gives_our_greedy_ids_on_200_sentences(published, data_root):
+    run, folder = published["transformer"]
+    sources, _ = _test_sources(data_root, 200)
+    assert _same_greedy_ids(run, folder, sources) >= 180
+
+
+MULTI30K = Path(os.environ.get("NMT_MULTI30K_DIR", REPO.parent / "shared" / "corpora" / "multi30k"))
+
+
+@pytest.mark.skipif(not (MULTI30K / "train.de.gz").is_file(), reason="no raw Multi30k beside")
+def test_transformers_greedy_gives_our_greedy_ids_on_200_multi30k_sentences(tmp_path):
+    from nmt.core.config import config_to_dict
+    from nmt.data.pipeline import download
+    from nmt.models.checks import config_from_dict
+
+    root = tmp_path / "data"
+    download("multi30k", "de-en", root, from_dir=MULTI30K)
+    raw = config_to_dict(tiny_config(root, tmp_path / "runs", "m30k", MODELS["transformer"],
+                                     max_steps=300, valid_every=300))
+    raw["data"].update(corpus="multi30k", pair="de-en", test="test_2016_flickr", max_len=40)
+    raw["vocab"].update(size=1000, model_type="unigram")
+    raw["train"].update(batch_tokens=3000)
+    cfg = config_from_dict(raw)
+    Trainer(cfg, quiet=True).fit()
+    folder = publish(cfg.run_dir, tmp_path / "model")
+    sources = (root / "multi30k" / "de-en" / "test_2016_flickr.de").read_text().splitlines()
+    assert _same_greedy_ids(cfg.run_dir, folder, sources[:200]) >= 100
 
 
 def test_transformers_forced_log_probabilities_agree_within_1e_4(published, data_root):

@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from nmt.cli import align, core, explore, lab, serve  # noqa: F401  (register commands)
+from nmt.cli import align, core, explore, lab, serve, share  # noqa: F401  (register commands)
 from nmt.cli.app import STATE, app
 from nmt.core.errors import Interrupted, NMTError
 
