@@ -38,7 +38,7 @@ def main() -> None:
             rows.append((name, beam, len(sources) / seconds, bleu))
             if beam == 1:
                 greedy[name] = hyps
-    print(f"{args.model} on {platform.processor() or platform.machine()}, {args.threads} "
+    print(f"{args.model} on {cpu()}, {args.threads} "
           f"threads, {len(sources)} sentences")
     print("| engine | beam | sentences/s | BLEU |\n|---|---|---|---|")
     for name, beam, speed, bleu in rows:
@@ -47,6 +47,44 @@ def main() -> None:
     for name, hyps in greedy.items():
         same = sum(a == b for a, b in zip(first, hyps))
         print(f"greedy text equal to nmt's: {name}: {same}/{len(first)}")
+    for alpha, same, total in beam_agreement(args.model, sources):
+        print(f"beam 5, length penalty alpha {alpha} (ours GNMT's ((5+|y|)/6)^alpha, "
+              f"transformers' |y|^alpha): the same text for {same}/{total}")
+
+
+def beam_agreement(model: Path, sources: list[str]):
+    """Beam 5 in both, at alpha 0 (no length penalty in either: defined alike) and 1."""
+    import dataclasses
+
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    import nmt
+    from nmt.decoding.translate import translate_ids
+
+    ours = nmt.load(model)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    hf = AutoModelForSeq2SeqLM.from_pretrained(model).eval()
+    src_ids = ours.vocab.encode_src(sources)
+    for alpha in (0.0, 1.0):
+        cfg = dataclasses.replace(ours.cfg.decode, length_penalty=alpha)
+        mine = translate_ids(ours.module, ours.vocab, src_ids, cfg, beam=5)
+        theirs = []
+        for start in range(0, len(sources), 32):
+            batch = tokenizer(sources[start:start + 32], return_tensors="pt", padding=True)
+            with torch.no_grad():
+                ids = hf.generate(**batch, num_beams=5, length_penalty=alpha, max_length=256)
+            theirs += tokenizer.batch_decode(ids, skip_special_tokens=True)
+        yield alpha, sum(a == b for a, b in zip(mine, theirs)), len(sources)
+
+
+def cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def ways(model: Path, threads: int):

@@ -267,3 +267,19 @@ def test_a_hub_model_loads_from_a_prefilled_cache_offline_pinned_to_its_commit(
     (snapshot / "nmt.json").unlink()
     with pytest.raises(NMTError, match="not a model published by `nmt publish`"):
         nmt.load("hf:org/tiny")
+
+
+def test_a_guided_runs_alignment_head_is_named_in_its_config_and_card(data_root, tmp_path):
+    from nmt.core.config import config_to_dict
+    from nmt.models.checks import config_from_dict
+
+    raw = config_to_dict(tiny_config(data_root, tmp_path / "runs", "g", MODELS["transformer"],
+                                     max_steps=4, valid_every=4))
+    raw["guided"].update(weight=1.0, teacher="gold", layer=-1, heads=2)
+    cfg = config_from_dict(raw)
+    Trainer(cfg, quiet=True).fit()
+    folder = publish(cfg.run_dir, tmp_path / "model")
+    head = json.loads((folder / "config.json").read_text())["nmt_alignment_head"]
+    assert (head["layer"], head["heads"]) == (-1, 2) and "cross-attention" in head["reading"]
+    assert "layer -1 (0-based), its first 2 cross-attention heads" in \
+        (folder / "README.md").read_text()

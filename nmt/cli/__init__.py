@@ -31,6 +31,7 @@ def main() -> None:
     for name in ("SIGTERM", "SIGHUP"):
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), _stop)
+    Interrupted.last = None  # this command's, not an earlier one's in the same process
     try:
         # typer.Exit and Ctrl-C inside a command come back as the exit code (130: Ctrl-C)
         code = app(standalone_mode=False)

@@ -28,8 +28,8 @@ def model_card(cfg, vocab, model, run: Path, facts: dict, license: str) -> str:
              "YAML config (`config.yaml`, resolved), published with `nmt publish`.", ""]
     lines += _corpus(cfg, facts["manifest"])
     lines += ["## Training", "",
-              f"- {facts['steps']} steps, {facts['minutes']} minutes, precision "
-              f"{facts['precision']}, on {facts['machine']}.",
+              f"- The checkpoint published: step {facts['steps']}, {facts['minutes']} minutes "
+              f"into training, precision {facts['precision']}, on {facts['machine']}.",
               f"- Vocabulary: SentencePiece {cfg.vocab.model_type}, {vocab.src_size:,}"
               f"{'' if vocab.joint else f'/{vocab.tgt_size:,}'} pieces"
               f"{' (joint)' if vocab.joint else ''}.", ""]

@@ -23,7 +23,7 @@ from nmt.core.errors import NMTError
 from nmt.core.rundir import RunDir
 from nmt.core.scratch import scratch, swap_in, sweep
 from nmt.decoding.card import model_card
-from nmt.decoding.export import sha256
+from nmt.decoding.export import alignment_of, sha256
 from nmt.models.marian import (
     POSITIONS,
     generation_config,
@@ -120,7 +120,13 @@ def _weights(model) -> tuple[dict, dict]:
 
 def _transformers_files(cfg, vocab, model, out: Path) -> None:
     limit = min(MAX_STEPS, POSITIONS)
-    (out / "config.json").write_text(json.dumps(marian_config(cfg, vocab, limit), indent=1))
+    config = marian_config(cfg, vocab, limit)
+    if (head := alignment_of(cfg)) is not None:  # a guided run: its alignment head, named
+        config["nmt_alignment_head"] = {**head, "reading": "cross-attention of decoder layer "
+                                        "`layer` (0-based; negative from the top), its first "
+                                        "`heads` heads averaged, at the step that predicts "
+                                        "each target piece"}
+    (out / "config.json").write_text(json.dumps(config, indent=1))
     (out / "generation_config.json").write_text(json.dumps(generation_config(
         limit, cfg.decode.beam, cfg.decode.length_penalty), indent=1))
     tokenizer_files(vocab, out)
