@@ -9,12 +9,13 @@ sentences per second, BLEU and whether the greedy outputs are the same text.
 from __future__ import annotations
 
 import argparse
-import platform
 import time
 from pathlib import Path
 
 import sacrebleu
 import torch
+
+from nmt.core.machine import cpu_model
 
 
 def main() -> None:
@@ -38,7 +39,7 @@ def main() -> None:
             rows.append((name, beam, len(sources) / seconds, bleu))
             if beam == 1:
                 greedy[name] = hyps
-    print(f"{args.model} on {cpu()}, {args.threads} "
+    print(f"{args.model} on {cpu_model()}, {args.threads} "
           f"threads, {len(sources)} sentences")
     print("| engine | beam | sentences/s | BLEU |\n|---|---|---|---|")
     for name, beam, speed, bleu in rows:
@@ -75,16 +76,6 @@ def beam_agreement(model: Path, sources: list[str]):
                 ids = hf.generate(**batch, num_beams=5, length_penalty=alpha, max_length=256)
             theirs += tokenizer.batch_decode(ids, skip_special_tokens=True)
         yield alpha, sum(a == b for a, b in zip(mine, theirs)), len(sources)
-
-
-def cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def ways(model: Path, threads: int):

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from nmt.core.config import config_to_dict
-from tests.test_run_owns_data import PREPARE, _config, _import, _raw
+from tests.test_run_owns_data import PREPARE, _config, _import, _raw, proc_stats
 
 REPO = Path(__file__).resolve().parent.parent
 KILLS = int(os.environ.get("NMT_KILLS", "1"))
@@ -34,16 +34,8 @@ pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc"
 
 def _group_alive(pgid: int) -> list[int]:
     """The live (not zombie) processes of process group `pgid`."""
-    alive = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                alive.append(int(entry.name))
-    return alive
+    return [pid for pid, fields in proc_stats().items()
+            if int(fields[2]) == pgid and fields[0] != "Z"]
 
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen:

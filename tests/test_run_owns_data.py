@@ -162,17 +162,20 @@ def test_3_a_kill_past_an_epoch_boundary_resumes_exactly(mini, tmp_path):
 # ----------------------------------------------------------------------------- defect 4
 
 
-def _children(pid: int) -> list[int]:
-    found = []
+def proc_stats() -> dict[int, list[str]]:
+    """Every process's /proc/PID/stat fields after the command name (state, ppid, pgrp...)."""
+    stats = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                stats[int(entry.name)] = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[1]) == pid:
-                found.append(int(entry.name))
-    return found
+    return stats
+
+
+def _children(pid: int) -> list[int]:
+    return [child for child, fields in proc_stats().items() if int(fields[1]) == pid]
 
 
 def _alive(pid: int) -> bool:

@@ -91,7 +91,7 @@ def collect(root: Path, runs: list[Path], dry_run: bool = False) -> Iterator[str
     cache = cache_root(root)
     alive = sweep_root(root)
     files, digests, models = _referenced(root, runs)
-    freed, removed, kept = 0, 0, 0
+    gone, kept = [], 0
     for vocab in sorted((cache / "spm").glob("*")) if (cache / "spm").is_dir() else []:
         if not vocab.is_dir() or vocab.name.startswith("."):
             continue
@@ -100,17 +100,11 @@ def collect(root: Path, runs: list[Path], dry_run: bool = False) -> Iterator[str
             stores = [p for p in vocab.iterdir() if p.is_dir() and not p.name.startswith(".")]
             for store in stores:
                 if not used or store.name.rsplit(".", 1)[-1] not in digests:
-                    freed, removed = freed + _size(store), removed + 1
-                    yield f"{'would remove' if dry_run else 'removed'} {store}"
-                    if not dry_run:
-                        remove(store)
+                    yield _drop(store, dry_run, gone)
             if used:
                 kept += 1
                 continue
-            freed, removed = freed + _size(vocab), removed + 1
-            yield f"{'would remove' if dry_run else 'removed'} {vocab}"
-            if not dry_run:
-                remove(vocab)
+            yield _drop(vocab, dry_run, gone)
     for links in sorted((cache / "links").glob("*")) if (cache / "links").is_dir() else []:
         if not links.is_dir() or links.name.startswith("."):
             continue
@@ -121,15 +115,21 @@ def collect(root: Path, runs: list[Path], dry_run: bool = False) -> Iterator[str
         if used is None or used & digests:
             kept += 1
             continue
-        freed, removed = freed + _size(links), removed + 1
-        yield f"{'would remove' if dry_run else 'removed'} {links}"
-        if not dry_run:
-            remove(links)
+        yield _drop(links, dry_run, gone)
     for path in alive:
         yield f"in use: {path} (its process is alive)"
     verb = "would free" if dry_run else "freed"
-    yield (f"{verb} {freed / 2**20:,.1f} MiB in {removed} cache folder(s); kept {kept} that a "
+    yield (f"{verb} {sum(gone) / 2**20:,.1f} MiB in {len(gone)} cache folder(s); kept {kept} that a "
            f"corpus or run references")
+
+
+def _drop(path: Path, dry_run: bool, gone: list[int]) -> str:
+    """Remove a cache folder (unless `dry_run`), adding the bytes it frees to `gone`; the
+    line that says so."""
+    gone.append(_size(path))
+    if not dry_run:
+        remove(path)
+    return f"{'would remove' if dry_run else 'removed'} {path}"
 
 
 def _vocab_used(vocab: Path, files: set, models: set) -> bool:

@@ -13,13 +13,13 @@ The folder is written whole or not at all (a scratch folder swapped into place).
 from __future__ import annotations
 
 import json
-import platform
 import shutil
 from pathlib import Path
 
 from nmt.core.checkpoint import load_checkpoint
 from nmt.core.engine import MAX_STEPS
 from nmt.core.errors import NMTError
+from nmt.core.machine import cpu_model
 from nmt.core.rundir import RunDir
 from nmt.core.scratch import scratch, swap_in, sweep
 from nmt.decoding.card import model_card
@@ -146,15 +146,5 @@ def _facts(run: Path, ckpt: Path) -> dict:
             manifest = json.loads((folder / "manifest.json").read_text())
     scores = rundir.read_scores()
     return {"steps": progress.get("step"), "minutes": round(progress.get("elapsed", 0) / 60, 1),
-            "precision": precision.get("precision", "fp32"), "machine": _machine(),
+            "precision": precision.get("precision", "fp32"), "machine": cpu_model(),
             "manifest": manifest, "scores": scores}
-
-
-def _machine() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()

@@ -9,11 +9,11 @@ the other families our own state dict."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 from nmt.core.errors import NMTError, one_line
+from nmt.data.folder import sha256_file
 
 STAMP = "nmt.json"
 FORMAT = "nmt-model-1"
@@ -69,18 +69,10 @@ def read_stamp(folder: Path) -> dict:
         if not file.is_file():
             raise NMTError(f"{file}: missing from the published model; download or publish "
                            "it again")
-        if file.stat().st_size != entry["bytes"] or _sha256(file) != entry["sha256"]:
+        if file.stat().st_size != entry["bytes"] or sha256_file(file) != entry["sha256"]:
             raise NMTError(f"{file}: not the file the model was published with (size or "
                            "sha256 differs: cut or altered); download or publish it again")
     return stamp
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def load_weights(folder: Path, model) -> dict:

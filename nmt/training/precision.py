@@ -27,7 +27,6 @@ import hashlib
 import json
 import math
 import os
-import platform
 import random
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ import torch
 
 from nmt.core.checkpoint import atomic_write
 from nmt.core.locks import file_lock
+from nmt.core.machine import cpu_fields, cpu_model
 from nmt.training import distributed as dist
 
 KERNEL_CACHE = "128"  # oneDNN primitives kept (its default: 1,024); see bound_kernel_cache
@@ -68,13 +68,7 @@ def device_name(dev: torch.device) -> str:
         major, minor = torch.cuda.get_device_capability(dev)
         return (f"{torch.cuda.get_device_name(dev)} (cuda {torch.version.cuda}, "
                 f"sm {major}.{minor})")
-    name, flags = platform.processor() or platform.machine(), ""
-    with contextlib.suppress(OSError, UnicodeDecodeError):  # Linux; elsewhere the name
-        fields: dict[str, str] = {}
-        for line in CPUINFO.read_text().splitlines():  # the first CPU's
-            key, _, value = line.partition(":")
-            fields.setdefault(key.strip(), value.strip())
-        name, flags = fields.get("model name") or name, fields.get("flags", "")
+    name, flags = cpu_model(CPUINFO), cpu_fields(CPUINFO).get("flags", "")
     digest = hashlib.sha256(" ".join(sorted(flags.split())).encode()).hexdigest()[:8]
     return f"{name}, flags {digest}, {torch.get_num_threads()} threads"
 
