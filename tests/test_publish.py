@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,26 @@ def test_a_cut_or_altered_file_is_refused_in_one_line(published, tmp_path):
                                        r"published with") as err:
         nmt.load(copy)
     assert "\n" not in str(err.value)
+
+
+def test_the_ctranslate2_export_in_the_folder_decodes_as_the_run(published, data_root, tmp_path):
+    pytest.importorskip("ctranslate2")
+    run, plain = published["transformer"]
+    with pytest.raises(NMTError, match="published without a CTranslate2 export"):
+        nmt.load(plain, engine="ctranslate2")
+    folder = publish(run, tmp_path / "model", ctranslate2=True)
+    stamp = json.loads((folder / "nmt.json").read_text())
+    assert {"ctranslate2/model.bin", "ctranslate2/export.json"} <= set(stamp["files"])
+    before = sorted(p.name for p in folder.rglob("*"))
+    sources, _ = _test_sources(data_root, 20)
+    want = [t.text for t in nmt.load(run).translate(sources, beam=1)]
+    got = nmt.load(folder, engine="ctranslate2").translate(sources, beam=1)
+    assert [t.text for t in got] == want
+    assert sorted(p.name for p in folder.rglob("*")) == before  # nothing written into it
+    from nmt.decoding.export import export
+
+    with pytest.raises(NMTError, match="a published model is never exported again"):
+        export(folder)
 
 
 def _hf(folder):
@@ -242,11 +263,11 @@ def test_push_without_a_token_is_one_line(published, monkeypatch, tmp_path):
         push(published["bahdanau"][1], "org/tiny")
 
 
-def test_a_hub_model_loads_from_a_prefilled_cache_offline_pinned_to_its_commit(
-        published, tmp_path, monkeypatch, data_root):
+def _prefilled_hub_cache(folder, tmp_path, monkeypatch) -> tuple[Path, str]:
+    """The Hub's cache holding `folder` as org/tiny at one commit, offline: what
+    snapshot_download left behind on an earlier, online call."""
     import shutil
 
-    run, folder = published["bahdanau"]
     cache = tmp_path / "hub-cache"
     commit = "0123456789abcdef0123456789abcdef01234567"
     snapshot = cache / "models--org--tiny" / "snapshots" / commit
@@ -259,6 +280,13 @@ def test_a_hub_model_loads_from_a_prefilled_cache_offline_pinned_to_its_commit(
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    return snapshot, commit
+
+
+def test_a_hub_model_loads_from_a_prefilled_cache_offline_pinned_to_its_commit(
+        published, tmp_path, monkeypatch, data_root):
+    run, folder = published["bahdanau"]
+    snapshot, commit = _prefilled_hub_cache(folder, tmp_path, monkeypatch)
     sources, _ = _test_sources(data_root, 5)
     want = [t.text for t in nmt.load(run).translate(sources, beam=1)]
     for name in ("hf:org/tiny", f"hf:org/tiny@{commit}"):
@@ -267,6 +295,34 @@ def test_a_hub_model_loads_from_a_prefilled_cache_offline_pinned_to_its_commit(
     (snapshot / "nmt.json").unlink()
     with pytest.raises(NMTError, match="not a model published by `nmt publish`"):
         nmt.load("hf:org/tiny")
+
+
+def test_every_verb_reads_a_hub_model_as_its_run(published, tmp_path, monkeypatch, capsys):
+    """translate, align, evaluate and serve given --run hf:ORG/NAME[@REV] print what they
+    print for the run it was published from."""
+    run, folder = published["bahdanau"]
+    snapshot, commit = _prefilled_hub_cache(folder, tmp_path, monkeypatch)
+    for name in ("hf:org/tiny", f"hf:org/tiny@{commit}"):
+        verbs = {
+            "translate": ["translate", "--beam", "1", "the dog sees a cat"],
+            "align": ["align", "--src", "the dog sees a cat", "--tgt", "dog the cat a sees",
+                      "--out", tmp_path / "aligned" / name.replace(":", "_").replace("/", "_")],
+            "evaluate": ["evaluate", "--split", "test", "--limit", "12", "--beam", "1"],
+        }
+        for verb, args in verbs.items():
+            code, out, err = run_cli(capsys, args[0], "--run", name, *args[1:])
+            want_code, want, _ = run_cli(capsys, args[0], "--run", run, *args[1:])
+            assert code == want_code == 0, (verb, err)
+            if verb == "align":  # its rows are named by the model's name: the Hub's NAME
+                out, want = (re.sub(r"^\S+ +", "", t, flags=re.M) for t in (out, want))
+            speed = re.compile(r"[0-9.]+ sent/s")  # the one figure that differs between calls
+            assert speed.sub("", out.replace(name, str(run))) == speed.sub("", want), verb
+    assert not (snapshot / "hyps").exists()  # nothing written into a published model
+    from nmt.serve.runs import load_runs
+
+    served = load_runs(["hf:org/tiny"], say=lambda line: None)
+    assert [s.model.translate(["the dog"], beam=1)[0].text for s in served] == \
+        [nmt.load(run).translate(["the dog"], beam=1)[0].text]
 
 
 def test_a_guided_runs_alignment_head_is_named_in_its_config_and_card(data_root, tmp_path):

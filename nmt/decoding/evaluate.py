@@ -15,6 +15,7 @@ from nmt.core.rundir import RunDir
 from nmt.data.pin import scoring_split
 from nmt.decoding.api import load
 from nmt.decoding.engines import engine_label
+from nmt.models.published import is_published
 
 LENGTH_BUCKETS = ((1, 10), (10, 20), (20, 30), (30, 40), (40, 10_000))
 
@@ -56,7 +57,9 @@ def evaluate_model(model, split: str, beam: int | None = None, limit: int = 0,
     """Decode a split of the corpus of `model` (an `nmt.decoding.api.Model`: one run or an
     ensemble, on its engine), score it and, with `write`, save hyps/<split>.txt, the
     attention of the split and the entry in the run's scores.json. The entry names the
-    engine; only PyTorch in float32 writes: the run's own figures stay its own."""
+    engine; only PyTorch in float32 writes: the run's own figures stay its own. A published
+    model's folder (`nmt publish`, or the Hub's cache) is never written: its stamp would
+    no longer hold."""
 
     cfg, vocab, module = model.cfg, model.vocab, model.module
     run = RunDir(model.path)
@@ -74,7 +77,7 @@ def evaluate_model(model, split: str, beam: int | None = None, limit: int = 0,
              "sentences_per_s": round(len(hyps) / max(seconds, 1e-9), 2),
              "engine": engine_label(model.engine), "data": scored,
              "by_length": bleu_by_length(sources, hyps, refs)}
-    if not write or entry["engine"] != "pytorch":
+    if not write or entry["engine"] != "pytorch" or is_published(model.path):
         return entry
     run.hyps.mkdir(parents=True, exist_ok=True)
     (run.hyps / f"{split}.txt").write_text("".join(h + "\n" for h in hyps), encoding="utf-8")

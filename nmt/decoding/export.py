@@ -11,7 +11,9 @@ reading links words from.
 Where. `--engine ctranslate2` reads the run's float32 export, `<run>/ctranslate2/<checkpoint>/`,
 and CTranslate2 quantises it at load to the compute type asked for, which runs the weights
 an int8 export holds. `nmt export --quantize int8` without `--out` writes
-`<checkpoint>-int8/` beside it, so one quantisation never replaces another's folder.
+`<checkpoint>-int8/` beside it, so one quantisation never replaces another's folder. A
+published model (`nmt publish --ctranslate2`) holds its export in `ctranslate2/`, read as
+it is: the folder's own stamp covers it, and nothing is ever written into the folder.
 
 Current. `export.json` (the stamp) names the quantisation, the SHA-256 of the checkpoint's
 bytes (read once, hashed, and loaded from those same bytes, so training replacing the file
@@ -49,6 +51,7 @@ from nmt.core.locks import file_lock
 from nmt.core.rundir import RunDir
 from nmt.core.scratch import scratch, sweep
 from nmt.core.tokens import BOS, EOS, UNK
+from nmt.models.published import is_published
 from nmt.models.runs import checkpoint_path, load_config, load_run
 from nmt.models.transformer import sinusoids
 
@@ -76,6 +79,8 @@ def ctranslate2_module():
 def export_dir(run: Path, checkpoint: str = "best", quantize: str = "float32") -> Path:
     """Where an export goes without --out: the float32 one (the engine's) is named after the
     checkpoint, another quantisation after both."""
+    if is_published(run):  # `nmt publish --ctranslate2` put its one float32 export there
+        return Path(run) / "ctranslate2"
     name = checkpoint if quantize == "float32" else f"{checkpoint}-{quantize}"
     return RunDir(run).path / "ctranslate2" / name
 
@@ -169,6 +174,9 @@ def export(run: Path | str, checkpoint: str = "best", quantize: str = "float32",
     if quantize not in QUANTIZE:
         raise NMTError(f"--quantize {quantize!r}: use one of {', '.join(QUANTIZE)}")
     run = Path(run)
+    if is_published(run):
+        raise NMTError(f"{run}: a published model is never exported again; its CTranslate2 "
+                       "export is its ctranslate2/ folder (nmt publish --ctranslate2)")
     out = (Path(out) if out else export_dir(run, checkpoint, quantize)).resolve()
     refuse_family(run, load_config(run).model.family)  # refusals come before any write
     _own_files(out)
@@ -202,6 +210,11 @@ def open_translator(run: Path, checkpoint: str = "best", **options):
     engine has read the folder, so no other process replaces it meanwhile."""
     ct2 = ctranslate2_module()
     out = export_dir(run, checkpoint)
+    if is_published(run):  # read only: its files were checked against the folder's stamp
+        if not (out / "model.bin").is_file():
+            raise NMTError(f"{run}: published without a CTranslate2 export; decode it on "
+                           "PyTorch, or publish the run again with --ctranslate2")
+        return ct2.Translator(str(out), **options)
     with export_lock(out):
         reason = stale(run, checkpoint)
         if reason:
