@@ -26,7 +26,14 @@ from nmt.align.io import load_gold, save_alignments, write_links
 from nmt.align.metrics import alignment_summary
 from nmt.align.names import ATTENTION, SALIENCY
 from nmt.align.records import AlignmentRecord
-from nmt.align.words import join_pieces, links_from_matrix, pieces_to_words, word_matrix
+from nmt.align.spans import GoldWords
+from nmt.align.words import (
+    join_pieces,
+    links_from_matrix,
+    pieces_to_words,
+    record_matrix,
+    word_matrix,
+)
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
 from nmt.core.progress import tick
@@ -66,33 +73,39 @@ def make_record(index: int, vocab: Vocab, src: list[int], tgt: list[int], weight
                 shifted: bool | None = None, layer: int | None = None,
                 meta: dict | None = None, links: str = "argmax",
                 threshold: float = 0.0, heads: int | None = None,
-                null: bool = False) -> AlignmentRecord:
+                null: bool = False, gold: GoldWords | None = None) -> AlignmentRecord:
     """Subword weights plus their word-level reduction and hard links (`links`: argmax or
     threshold, nmt.align.words.links_from_matrix). `null` (a guided run taught the NULL
     word, guided.null_word): the links come from the map that keeps the source EOS as a word,
-    and a target word whose argmax (or threshold) lands there gets no link."""
+    and a target word whose argmax (or threshold) lands there gets no link. `gold`: the
+    pair's words are a gold's tokens, each piece going to those it covers (nmt.align.spans);
+    otherwise "▁" starts a word."""
     src_pieces = vocab.src_pieces([i for i in src if i != EOS])
     tgt_pieces = vocab.tgt_pieces(list(tgt))
-    src_word_of, tgt_word_of = pieces_to_words(src_pieces), pieces_to_words(tgt_pieces)
-    words = word_matrix(weights, src_pieces, tgt_pieces, shifted, layer, heads)
+    if gold is not None:
+        src_words, tgt_words, word_of = gold.src_words, gold.tgt_words, gold.word_of
+    else:
+        src_words = join_pieces(src_pieces, pieces_to_words(src_pieces))
+        tgt_words, word_of = join_pieces(tgt_pieces, pieces_to_words(tgt_pieces)), None
+    read = dict(shifted=shifted, layer=layer, heads=heads, word_of=word_of)
+    words = word_matrix(weights, src_pieces, tgt_pieces, **read)
     if null:
-        with_null = word_matrix(weights, src_pieces, tgt_pieces, shifted, layer, heads, null)
+        with_null = word_matrix(weights, src_pieces, tgt_pieces, null=null, **read)
         found = {(i, j) for i, j in links_from_matrix(with_null, links, threshold)
                  if i < words.shape[1]}
     else:
         found = links_from_matrix(words, links, threshold)
     return AlignmentRecord(
         index=index, src_tokens=src_pieces + [EOS_PIECE], tgt_tokens=tgt_pieces + [EOS_PIECE],
-        weights=weights, src_words=join_pieces(src_pieces, src_word_of),
-        tgt_words=join_pieces(tgt_pieces, tgt_word_of), word_weights=words,
-        links=sorted(found), meta=dict(meta or {}))
+        weights=weights, src_words=src_words, tgt_words=tgt_words, word_weights=words,
+        links=sorted(found), meta=dict(meta or {}), word_of=word_of)
 
 
 def reread(rec: AlignmentRecord, shifted: bool | None = None, layer: int | None = None
            ) -> AlignmentRecord:
     """`rec` with its word map and argmax links recomputed from its saved raw weights, so a
     record saved under an earlier default follows the reading asked for now."""
-    words = word_matrix(rec.weights, rec.src_tokens[:-1], rec.tgt_tokens[:-1], shifted, layer)
+    words = record_matrix(rec, shifted, layer)
     return dataclasses.replace(rec, word_weights=words, links=sorted(links_from_matrix(words)))
 
 
@@ -128,20 +141,22 @@ def default_shifted(model: Seq2Seq, method: str, shifted: bool | None) -> bool:
 def collect(model: Seq2Seq, vocab: Vocab, src_ids: list, tgt_ids: list,
             method: str = DEFAULT_METHOD, shifted: bool | None = None,
             full_context: bool = False, weights: list | None = None,
-            **kwargs) -> list[AlignmentRecord]:
+            gold: list | None = None, **kwargs) -> list[AlignmentRecord]:
     """Forced matrices of every pair as records (subword and word level, hard links):
     `method` "attention" (the model's weights; `full_context`: without the decoder's
     causal mask, guided.full_context) or "saliency" (nmt.align.attribution);
     `meta["method"]` records which. `weights` (one (L, H, T+1, S) array per pair): maps a
-    decoding engine already returned (nmt.decoding.engines), read the same way."""
+    decoding engine already returned (nmt.decoding.engines), read the same way. `gold`
+    (one `GoldWords` per pair): the words are a gold's tokens (nmt.align.spans)."""
     if method not in METHODS:
         raise NMTError(f"unknown alignment method {method!r}; use one of {', '.join(METHODS)}")
     if weights is None:
         weights = METHODS[method](model, src_ids, tgt_ids, full_context=full_context)
     shifted = default_shifted(model, method, shifted)
     kwargs["meta"] = {**kwargs.get("meta", {}), "method": method}
-    return [make_record(i, vocab, list(s), list(t), w, shifted=shifted, **kwargs)
-            for i, (s, t, w) in enumerate(zip(src_ids, tgt_ids, weights))]
+    gold = gold or [None] * len(src_ids)
+    return [make_record(i, vocab, list(s), list(t), w, shifted=shifted, gold=g, **kwargs)
+            for i, (s, t, w, g) in enumerate(zip(src_ids, tgt_ids, weights, gold))]
 
 
 def dump_split_alignments(model: Seq2Seq, vocab: Vocab, src_ids: list, tgt_ids: list,

@@ -33,7 +33,8 @@ def write_links(path: Path, records: Sequence[AlignmentRecord]) -> None:
 
 
 _FORMAT = "nmt-alignments-v1"
-_TEXT_FIELDS = ("index", "src_tokens", "tgt_tokens", "src_words", "tgt_words", "links", "meta")
+_TEXT_FIELDS = ("index", "src_tokens", "tgt_tokens", "src_words", "tgt_words", "links", "meta",
+                "word_of")
 
 
 def save_alignments(path_npz: Path, records: Sequence[AlignmentRecord]) -> None:
@@ -54,7 +55,7 @@ def save_alignments(path_npz: Path, records: Sequence[AlignmentRecord]) -> None:
         except TypeError as exc:
             raise ValueError(f"record {rec.index}: meta is not JSON-serialisable ({exc})") from None
         index.append({
-            **{k: v for k, v in fields.items() if k != "links"},
+            **{k: v for k, v in fields.items() if k not in ("links", "word_of")},
             "weights_shape": list(rec.weights.shape),
             "word_weights_shape": list(rec.word_weights.shape),
             "links": format_pharaoh(rec.links),

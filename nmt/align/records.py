@@ -26,6 +26,9 @@ class AlignmentRecord:
     word_weights: np.ndarray
     links: list[Link] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    # Gold words of another tokenisation (nmt.align.spans): {"src": [...], "tgt": [...]},
+    # for each piece but EOS the words it covers; None: "▁" starts a word.
+    word_of: dict[str, list[list[int]]] | None = None
 
     def __post_init__(self) -> None:
         self.weights = np.asarray(self.weights, dtype=np.float32)

@@ -43,8 +43,12 @@ def join_pieces(pieces: Sequence[str], word_of: Sequence[int]) -> list[str]:
     return ["".join(p).replace(WORD_START, "") for p in parts]
 
 
-def _grouping(word_of: Sequence[int], n_sub: int, axis: str) -> np.ndarray:
-    """0/1 matrix (n_sub, n_words): piece k -> word word_of[k]; -1 pieces map nowhere."""
+def _grouping(word_of: Sequence, n_sub: int, axis: str) -> np.ndarray:
+    """0/1 matrix (n_sub, n_words): piece k -> word word_of[k]; -1 pieces map nowhere. An
+    entry may be a list: the piece belongs to each word listed (none: to no word), as gold
+    words of another tokenisation are met (nmt.align.spans)."""
+    if any(isinstance(w, (list, tuple)) for w in word_of):
+        return _shared_grouping(word_of, n_sub, axis)
     ids = np.asarray(word_of, dtype=np.int64).reshape(-1)
     if ids.size != n_sub:
         raise ValueError(f"{axis} word map has {ids.size} entries but the matrix has {n_sub}")
@@ -54,6 +58,20 @@ def _grouping(word_of: Sequence[int], n_sub: int, axis: str) -> np.ndarray:
     group = np.zeros((n_sub, n_words))
     keep = ids >= 0
     group[np.nonzero(keep)[0], ids[keep]] = 1.0
+    return group
+
+
+def _shared_grouping(word_of: Sequence, n_sub: int, axis: str) -> np.ndarray:
+    owners = [list(w) if isinstance(w, (list, tuple)) else ([] if w < 0 else [w])
+              for w in word_of]
+    if len(owners) != n_sub:
+        raise ValueError(f"{axis} word map has {len(owners)} entries but the matrix has {n_sub}")
+    n_words = max((max(o) for o in owners if o), default=-1) + 1
+    group = np.zeros((n_sub, n_words))
+    for k, words in enumerate(owners):
+        group[k, words] = 1.0
+    if not group.any(axis=0).all():
+        raise ValueError(f"{axis} word map must use word ids 0..n-1 with none skipped")
     return group
 
 
@@ -127,10 +145,25 @@ def reading(weights: np.ndarray, shifted: bool | None = None, layer: int | None 
 
 def word_matrix(weights: np.ndarray, src_pieces: list[str], tgt_pieces: list[str],
                 shifted: bool | None = None, layer: int | None = None,
-                heads: int | None = None, null: bool = False) -> np.ndarray:
+                heads: int | None = None, null: bool = False,
+                word_of: dict | None = None) -> np.ndarray:
     """Word-level (T_word, S_word) map of one reading; the EOS column is dropped, or with
-    `null` kept as a last word (T_word, S_word + 1), the NULL word of a guided run."""
-    src_word_of = pieces_to_words(src_pieces)
-    src_word_of += [max(src_word_of, default=-1) + 1 if null else -1]
-    return reduce_to_words(reading(weights, shifted, layer, heads),
-                           pieces_to_words(tgt_pieces), src_word_of)
+    `null` kept as a last word (T_word, S_word + 1), the NULL word of a guided run. Words
+    are the pieces' own ("▁" starts one), or `word_of`'s: {"src": ..., "tgt": ...}, each
+    piece's list of the words it covers (nmt.align.spans)."""
+    if word_of:
+        src_word_of, tgt_word_of = list(word_of["src"]), list(word_of["tgt"])
+        n_src = max((max(w) for w in src_word_of if w), default=-1) + 1
+        src_word_of.append([n_src] if null else [])
+    else:
+        src_word_of, tgt_word_of = pieces_to_words(src_pieces), pieces_to_words(tgt_pieces)
+        src_word_of += [max(src_word_of, default=-1) + 1 if null else -1]
+    return reduce_to_words(reading(weights, shifted, layer, heads), tgt_word_of, src_word_of)
+
+
+def record_matrix(rec, shifted: bool | None = None, layer: int | None = None,
+                  heads: int | None = None) -> np.ndarray:
+    """The word map of a saved `AlignmentRecord` under another reading: its pieces (EOS
+    dropped) grouped into its words as when it was made."""
+    return word_matrix(rec.weights, rec.src_tokens[:-1], rec.tgt_tokens[:-1], shifted, layer,
+                       heads, word_of=rec.word_of)

@@ -65,7 +65,8 @@ def align(
 ) -> None:
     """Export attention matrices, hard links and plots; AER against gold alignments."""
     from nmt.align.extract import DEFAULT_METHOD  # start-up: torch
-    from nmt.report.align import AlignOptions, align_runs, over_training_grid
+    from nmt.report.align import AlignOptions, align_runs
+    from nmt.report.align_plots import over_training_grid  # start-up: matplotlib
 
     if over_training:
         for r in run:

@@ -85,6 +85,9 @@ def data_import(
         "--keep-overlap", help="keep training pairs also in val or test")] = False,
     keep_duplicates: Annotated[bool, typer.Option(
         "--keep-duplicates", help="keep repeated training pairs")] = False,
+    lowercase: Annotated[bool, typer.Option(
+        "--lowercase", help="lowercase every split (for a gold alignment in lowercase; "
+                            "the manifest says so)")] = False,
     root: Annotated[Path, typer.Option(help="data root")] = Path("data"),
 ) -> None:
     """Import your own corpus from --files, --from, --tsv or --hf: normalised, filtered
@@ -98,7 +101,7 @@ def data_import(
                             columns=columns, hf=hf, config=config, revision=revision,
                             split_map=split_map, fields=fields, valid_size=valid_size,
                             test_size=test_size, seed=seed, filters=filters,
-                            extra_columns=extra_columns).lines():
+                            extra_columns=extra_columns, lowercase=lowercase).lines():
         typer.echo(line)
 
 

@@ -127,8 +127,13 @@ class GuidedConfig:
     # normalised teacher links to the supervised attention (0 = off)
     weight: float = non_negative(0.0)
     # eflomal: the statistical aligner on the corpus's training + validation pairs, both
-    # directions joined by `symmetrize` (nmt data links) | gold: the corpus's <split>.gold
-    teacher: str = one_of("eflomal", "gold")
+    # directions joined by `symmetrize` (nmt data links) | gold: the corpus's <split>.gold |
+    # runs: teacher_run and teacher_reverse's own alignments, joined by `symmetrize`
+    # (Zenkel et al. 2020's bootstrapping; nmt.training.bootstrap)
+    teacher: str = one_of("eflomal", "gold", "runs")
+    teacher_run: str = ""  # runs: a run of this corpus and direction
+    teacher_reverse: str = ""  # runs: a run of this corpus, the other direction
+    teacher_pairs: int = non_negative(0)  # runs: the first N training pairs get links (0 = all)
     symmetrize: str = registered("grow-diag-final-and", "heuristics")  # how eflomal's two directions join
     # transformer: the supervised decoder layer (negative: from the top)
     layer: int = integer(-2, "a decoder layer: -model.dec_layers to model.dec_layers - 1")
@@ -165,6 +170,7 @@ class TrainConfig:
     tensorboard: bool = False  # also log to runs/<name>/tensorboard (extra [tensorboard])
     compile: bool = False  # torch.compile the training pass (docs/benchmarks.md: when it pays)
     precision: str = one_of("auto", "fp32", "bf16")  # training step's matrix products (auto: the faster of the two, timed on this device; fp32 where bf16 is not native)
+    init_from: str = ""  # a run whose best weights this run starts from (same model and vocabulary)
 
 
 @dataclass(frozen=True)

@@ -125,8 +125,9 @@ def _setting(name: str, entry: dict) -> str:
 
 def run(name: str, pair: str, root: Path, source: Source, *, filters: Filters = Filters(),
         valid_size: int = 0, test_size: int = 0, seed: int = 1,
-        preset: str | None = None) -> Imported:
-    """Import `source` into `root/name/pair` in one step: everything or nothing."""
+        preset: str | None = None, lowercase: bool = False) -> Imported:
+    """Import `source` into `root/name/pair` in one step: everything or nothing. With
+    `lowercase`, every split is lowercased after normalisation (the manifest says so)."""
     start = time.perf_counter()
     langs = split_pair(pair)
     target = Path(root) / check_name(name) / pair
@@ -136,14 +137,15 @@ def run(name: str, pair: str, root: Path, source: Source, *, filters: Filters = 
                        "name one with --split-map HUB_SPLIT=train")
     drawn = _drawn_splits(names, valid_size, test_size)
     with staged(target) as tmp:
-        state = _Pass1(tmp, langs, filters, seed)
+        state = _Pass1(tmp, langs, filters, seed, lowercase)
         with rate("import", "pairs") as advance:
             state.read(source, advance)
         splits = state.finish(source, drawn)
         described = source.describe()
         if preset:
             described["preset"] = preset
-        manifest = write_manifest(tmp, name, pair, described, normalisation=NORMALISATION,
+        manifest = write_manifest(tmp, name, pair, described,
+                                  normalisation=NORMALISATION + (", lowercased" * lowercase),
                                   seed=seed, filters=filters.report(state.dropped),
                                   splits=splits)
     return Imported(manifest, target, time.perf_counter() - start, state.pairs)
@@ -168,8 +170,10 @@ def _drawn_splits(names: list[str], valid_size: int, test_size: int) -> dict[str
 class _Pass1:
     """Pass 1's state: open split files, the training pairs' temporary file and hashes."""
 
-    def __init__(self, folder: Path, langs: tuple[str, str], filters: Filters, seed: int):
+    def __init__(self, folder: Path, langs: tuple[str, str], filters: Filters, seed: int,
+                 lowercase: bool = False):
         self.folder, self.langs, self.filters = folder, langs, filters
+        self.lowercase = lowercase
         self.key = seed.to_bytes(8, "little", signed=True)
         self.files: dict[str, SplitFiles] = {}
         self.boms: dict[str, int] = {}
@@ -192,6 +196,8 @@ class _Pass1:
                     self.boms[split] = (self.boms.get(split, 0) + raw_src.startswith(BOM)
                                         + raw_tgt.startswith(BOM))
                 src, tgt = normalise(raw_src), normalise(raw_tgt)
+                if self.lowercase:  # NFC again: lowering can decompose (U+0130)
+                    src, tgt = normalise(src.lower()), normalise(tgt.lower())
                 if split != "train":
                     if split not in self.files:
                         self.files[split] = SplitFiles(self.folder, split, self.langs)
@@ -269,7 +275,7 @@ def import_from(name: str, pair: str, root: Path, *, files: tuple[Path, Path] | 
                 hf: str | None = None, config: str | None = None, revision: str | None = None,
                 split_map: str | None = None, fields: str | None = None, valid_size: int = 0,
                 test_size: int = 0, seed: int = 1, filters: Filters = Filters(),
-                extra_columns: bool = False) -> Imported:
+                extra_columns: bool = False, lowercase: bool = False) -> Imported:
     """`nmt data import`: exactly one of files, from_dir, tsv, hf; options as the CLI's."""
     check_name(name)
     src, tgt = split_pair(pair)
@@ -295,7 +301,7 @@ def import_from(name: str, pair: str, root: Path, *, files: tuple[Path, Path] | 
         source = Hub(hf, src, tgt, config=config, revision=revision,
                      split_map=_mapping(split_map), fields=_two(fields, "--fields"))
     return run(name, pair, root, source, filters=filters, valid_size=valid_size,
-               test_size=test_size, seed=seed)
+               test_size=test_size, seed=seed, lowercase=lowercase)
 
 
 def download(corpus: str, pair: str, root: Path, from_dir: Path | None = None) -> Imported:

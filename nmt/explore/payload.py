@@ -60,9 +60,10 @@ def variant_matrices(rec: AlignmentRecord) -> list[np.ndarray] | None:
     try:
         for shifted in (False, True):
             for layer in range(n_layers):
-                out.append(word_matrix(rec.weights, src, tgt, shifted, layer))  # head average
-                out += [word_matrix(rec.weights[:, h:h + 1], src, tgt, shifted, layer)
-                        for h in range(n_heads)]
+                out.append(word_matrix(rec.weights, src, tgt, shifted, layer,
+                                       word_of=rec.word_of))  # head average
+                out += [word_matrix(rec.weights[:, h:h + 1], src, tgt, shifted, layer,
+                                    word_of=rec.word_of) for h in range(n_heads)]
     except ValueError:
         return None
     return out if all(m.shape == shape for m in out) else None

@@ -4,6 +4,7 @@ plots and a summary (AER against gold when there is gold)."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,14 +17,14 @@ from nmt.align.bidirectional import (
 )
 from nmt.align.extract import DEFAULT_METHOD, METHODS, collect
 from nmt.align.guided import reading_of
-from nmt.align.io import load_alignments, load_gold, save_alignments, write_links
+from nmt.align.io import load_gold, save_alignments, write_links
 from nmt.align.metrics import alignment_error_rate, alignment_summary
 from nmt.align.records import AlignmentRecord
+from nmt.align.spans import corpus_style, gold_reading
 from nmt.align.statistical import require_eflomal, statistical_rows
-from nmt.align.words import links_from_matrix, word_matrix
+from nmt.align.words import links_from_matrix, record_matrix
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
-from nmt.core.plotting import plot_grid, plot_heatmap, save_gif
 from nmt.core.progress import counting
 from nmt.data.corpora import corpus_gold, read_pairs
 from nmt.data.pin import scoring_split
@@ -37,6 +38,7 @@ from nmt.data.symmetrize import (
 from nmt.decoding.api import load
 from nmt.decoding.translate import nbest_ids
 from nmt.models.runs import load_config
+from nmt.report.align_plots import plot_sentences
 from nmt.training.adapt import DEFAULT_LR, Adaptation, adapt_copy
 from nmt.training.guided import pair_guides
 
@@ -151,6 +153,12 @@ def extract_run(run: Path, sources: list[str], targets: list[str], opts: AlignOp
 
     loaded = load(run, checkpoint=opts.checkpoint)  # the Python API's model: the CLI and the API read runs one way
     cfg, vocab, model = loaded.cfg, loaded.vocab, loaded.module
+    gold, tokens = None, (sources, targets)
+    if opts.pairs is not None:  # a gold's tokens, read as the run's corpus is written
+        sources, targets, gold, notice = gold_reading(
+            vocab, sources, targets, (cfg.src_lang, cfg.tgt_lang), corpus_style(cfg, run))
+        if notice:
+            print(f"nmt align: {run}: {notice}", file=sys.stderr)
     src_ids = vocab.encode_src(sources)
     if opts.mode == "free":
         with counting(len(src_ids), f"{run.name}: translating"):  # a bar on a terminal
@@ -165,8 +173,9 @@ def extract_run(run: Path, sources: list[str], targets: list[str], opts: AlignOp
     if opts.adapt:
         guides = None
         if cfg.guided.weight:  # a guided run keeps its teacher: eflomal on these pairs
-            guides = pair_guides(cfg, vocab, sources, targets, src_ids, tgt_ids,
-                                 opts.pairs is None and not opts.src)
+            guides = pair_guides(cfg, vocab, *tokens, src_ids, tgt_ids,
+                                 opts.pairs is None and not opts.src,
+                                 [g.word_of for g in gold] if gold else None)
             meta["adapt_guided"] = "eflomal"
         model, adaptation = adapt_copy(model, src_ids, tgt_ids, opts.adapt, opts.adapt_lr,
                                        cfg.train, guided=cfg.guided, guides=guides)
@@ -186,7 +195,7 @@ def extract_run(run: Path, sources: list[str], targets: list[str], opts: AlignOp
         with counting(len(src_ids), f"{run.name}: {method}"):
             out.records[method] = collect(
                 model, vocab, src_ids, tgt_ids, method=method, meta=meta, links=opts.links,
-                threshold=opts.threshold, **read)
+                threshold=opts.threshold, gold=gold, **read)
         out.seconds[method] = time.perf_counter() - start
     return out
 
@@ -197,33 +206,12 @@ def layer_table(records: list[AlignmentRecord], gold: list, opts: AlignOptions) 
     rows = []
     for layer in range(records[0].weights.shape[0]):
         for shifted in (False, True):
-            links = [links_from_matrix(word_matrix(r.weights, r.src_tokens[:-1],
-                                                   r.tgt_tokens[:-1], shifted, layer),
-                                       opts.links, opts.threshold)
+            links = [links_from_matrix(record_matrix(r, shifted, layer), opts.links,
+                                       opts.threshold)
                      for r in records]
             rows.append({"layer": layer, "reading": "shifted" if shifted else "naive",
                          "aer": alignment_error_rate(links, gold)["aer"]})
     return rows
-
-
-def plot_sentences(out: Path, names: list[str], all_records: list, picks: list[int],
-                   fmt: str) -> list[Path]:
-    """A heatmap per row and sentence, and one grid per sentence with a panel per row."""
-
-    paths = []
-    first = next(recs for recs in all_records if recs is not None)
-    for k in picks:
-        panels, targets = [], []
-        for name, recs in zip(names, all_records):
-            rec = recs[k] if recs is not None else None
-            panels.append((name, rec.word_weights if rec is not None else None))
-            targets.append(rec.tgt_words if rec is not None else first[k].tgt_words)
-            if rec is not None:
-                paths.append(plot_heatmap(rec.word_weights, rec.src_words, rec.tgt_words,
-                                          out / name / f"sentence{k}.{fmt}", f"{name}: #{k}"))
-        paths.append(plot_grid(panels, first[k].src_words, targets,
-                               out / f"grid_sentence{k}.{fmt}", f"sentence #{k}"))
-    return paths
 
 
 def run_names(runs: list[Path]) -> list[str]:
@@ -372,28 +360,3 @@ def align_runs(opts: AlignOptions) -> dict:
     plot_sentences(opts.out, rows.names, rows.records, picks, opts.fmt)
     (opts.out / "summary.json").write_text(json.dumps(rows.summary, indent=2) + "\n")
     return rows.summary
-
-
-def over_training_grid(run: Path, sentence: int, out: Path, fmt: str) -> Path:
-    """One validation sentence's attention at every validation step, as a grid (+ GIF)."""
-
-    steps = sorted((run / "align" / "steps").glob("step*.npz"))
-    if not steps:
-        raise NMTError(f"{run}/align/steps: no attention snapshots; the run has no attention "
-                       "or train.align_sentences was 0")
-    panels, frames, base = [], [], None
-    out.mkdir(parents=True, exist_ok=True)
-    for path in steps:
-        records = load_alignments(path)
-        if sentence >= len(records):
-            raise NMTError(f"--sentence {sentence}: snapshots hold {len(records)} sentences")
-        rec = records[sentence]
-        base = base or rec
-        step = int(path.stem[4:])
-        panels.append((f"step {step}", rec.word_weights))
-        frames.append(plot_heatmap(rec.word_weights, rec.src_words, rec.tgt_words,
-                                   out / f"frame_{step:08d}.png", f"step {step}"))
-    grid = plot_grid(panels, base.src_words, base.tgt_words,
-                     out / f"over_training_sentence{sentence}.{fmt}", f"{run.name}: #{sentence}")
-    save_gif(frames, out / f"over_training_sentence{sentence}.gif")
-    return grid

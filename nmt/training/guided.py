@@ -42,6 +42,7 @@ from nmt.data.pin import corpus_of
 from nmt.data.store import split_digest
 from nmt.data.symmetrize import symmetrize
 from nmt.models.attention import supervised
+from nmt.training.bootstrap import model_links, teacher_key
 
 
 def alignment_loss(attn: Tensor, guide: Tensor, layer: int, heads: int) -> Tensor:
@@ -53,15 +54,20 @@ def alignment_loss(attn: Tensor, guide: Tensor, layer: int, heads: int) -> Tenso
 
 
 def piece_targets(src_pieces: Sequence[str], tgt_pieces: Sequence[str], links: set[Link],
-                  null: bool = False) -> np.ndarray | None:
+                  null: bool = False, word_of: dict | None = None) -> np.ndarray | None:
     """(T+1, S+1) targets of one pair (target pieces + EOS row, source pieces + EOS
     column): row t spreads mass 1 equally over the pieces of the source words linked to
     the word of target piece t; rows of unlinked words, the EOS row and column stay 0.
     `null` (guided.null_word) and a pair with links: the rows of unlinked words and the EOS
     row put their mass 1 on the source EOS instead (the NULL word). None when a link lies
-    outside the pair's words (the teacher saw other words)."""
-    sw, tw = pieces_to_words(src_pieces), pieces_to_words(tgt_pieces)
-    n_s, n_t = (max(sw) + 1 if sw else 0), (max(tw) + 1 if tw else 0)
+    outside the pair's words (the teacher saw other words). `word_of`: the words are a
+    gold's tokens, each piece covering those listed (nmt.align.spans)."""
+    if word_of:
+        sw, tw = word_of["src"], word_of["tgt"]
+    else:
+        sw, tw = ([[w] for w in pieces_to_words(p)] for p in (src_pieces, tgt_pieces))
+    n_s, n_t = (max(max(w, default=-1) for w in words) + 1 if words else 0
+                for words in (sw, tw))
     if any(i >= n_s or j >= n_t for i, j in links):
         return None
     words = np.zeros((n_t, n_s), dtype=np.float32)
@@ -69,7 +75,7 @@ def piece_targets(src_pieces: Sequence[str], tgt_pieces: Sequence[str], links: s
         words[j, i] = 1.0
     out = np.zeros((len(tgt_pieces) + 1, len(src_pieces) + 1), dtype=np.float32)
     if n_t and n_s:
-        out[:-1, :-1] = words[np.asarray(tw)][:, np.asarray(sw)]
+        out[:-1, :-1] = np.minimum(_cover(tw, n_t) @ words @ _cover(sw, n_s).T, 1.0)
     total = out.sum(1, keepdims=True)
     if null and links:
         out[total[:, 0] == 0, -1] = 1.0
@@ -77,15 +83,24 @@ def piece_targets(src_pieces: Sequence[str], tgt_pieces: Sequence[str], links: s
     return np.divide(out, total, out=out, where=total > 0)
 
 
+def _cover(word_of: Sequence[Sequence[int]], n_words: int) -> np.ndarray:
+    """0/1 (pieces, words): piece k covers the words listed at k."""
+    out = np.zeros((len(word_of), n_words), dtype=np.float32)
+    for k, words in enumerate(word_of):
+        out[k, list(words)] = 1.0
+    return out
+
+
 class PieceTargets(Sequence):
     """Every pair's `piece_targets` (src ids end in EOS), computed when a batch reads it, so
     training holds the links' line offsets (PharaohFile) rather than a matrix per pair."""
 
     def __init__(self, vocab, src_ids: Sequence, tgt_ids: Sequence, links: Sequence[set[Link]],
-                 null: bool = False):
+                 null: bool = False, word_of: Sequence[dict] | None = None):
         if not len(src_ids) == len(tgt_ids) == len(links):
             raise ValueError(f"{len(links)} pairs' links for {len(src_ids)} pairs")
         self.vocab, self.src, self.tgt, self.links, self.null = vocab, src_ids, tgt_ids, links, null
+        self.word_of = word_of
 
     def __len__(self) -> int:
         return len(self.links)
@@ -93,24 +108,29 @@ class PieceTargets(Sequence):
     def __getitem__(self, i: int) -> np.ndarray | None:
         src = self.vocab.src_pieces([int(x) for x in self.src[i] if x != EOS])
         tgt = self.vocab.tgt_pieces([int(x) for x in self.tgt[i]])
-        return piece_targets(src, tgt, self.links[i], self.null)
+        return piece_targets(src, tgt, self.links[i], self.null,
+                             self.word_of[i] if self.word_of else None)
 
 
 def guide_targets(vocab, src_ids: Sequence, tgt_ids: Sequence, links: Sequence[set[Link]],
-                  null: bool = False) -> tuple[PieceTargets, int]:
+                  null: bool = False, word_of: Sequence[dict] | None = None
+                  ) -> tuple[PieceTargets, int]:
     """The pairs' `PieceTargets`, and how many pairs the links do not fit (they get None:
     no guidance), counted in one pass that also reads every line of the links."""
-    targets = PieceTargets(vocab, src_ids, tgt_ids, links, null)
+    targets = PieceTargets(vocab, src_ids, tgt_ids, links, null, word_of)
     return targets, sum(targets[i] is None for i in range(len(targets)))
 
 
 def pair_guides(cfg: Config, vocab, sources: Sequence[str], targets: Sequence[str],
-                src_ids: list, tgt_ids: list, from_corpus: bool) -> list[np.ndarray | None]:
+                src_ids: list, tgt_ids: list, from_corpus: bool,
+                word_of: Sequence[dict] | None = None) -> list[np.ndarray | None]:
     """`--adapt` of a guided run keeps its guidance: the piece targets of eflomal's links of
     the pairs being aligned, eflomal trained as its own `--statistical` row is (the
     corpus's training pairs plus these pairs; `from_corpus`: they are a split of the corpus,
     tokenised alike), both directions joined by guided.symmetrize. Always eflomal, also for
-    a run taught by gold links: gold of the pairs being aligned is what they are scored on."""
+    a run taught by gold links: gold of the pairs being aligned is what they are scored on.
+    `word_of`: the pairs are a gold's tokens, which the ids' pieces cover so
+    (nmt.align.spans)."""
 
     require_eflomal()
     train = corpus_of(cfg).load(cfg.data.train)
@@ -118,7 +138,7 @@ def pair_guides(cfg: Config, vocab, sources: Sequence[str], targets: Sequence[st
     fwd, rev, _ = statistical_links(sources, targets, train, langs)
     links = [symmetrize(f, r, len(s.split()), len(t.split()), cfg.guided.symmetrize)
              for f, r, s, t in zip(fwd, rev, sources, targets, strict=True)]
-    return guide_targets(vocab, src_ids, tgt_ids, links, cfg.guided.null_word)[0]
+    return guide_targets(vocab, src_ids, tgt_ids, links, cfg.guided.null_word, word_of)[0]
 
 
 def _words(lines: Sequence[str]) -> list[list[str]]:
@@ -131,14 +151,16 @@ def links_folder(cfg: Config, corpus=None) -> Path:
     settings and the split files' contents."""
 
     corpus = corpus or LiveCorpus.of(cfg)
-    settings = {"teacher": "eflomal", "symmetrize": cfg.guided.symmetrize,
-                "iterations": ITERATIONS, "samplers": SAMPLERS, "pair": cfg.data.pair,
-                "splits": [cfg.data.train, cfg.data.valid]}
+    teacher = cfg.guided.teacher
+    settings = {"teacher": teacher, "symmetrize": cfg.guided.symmetrize, "pair": cfg.data.pair,
+                "splits": [cfg.data.train, cfg.data.valid],
+                **({"iterations": ITERATIONS, "samplers": SAMPLERS} if teacher == "eflomal"
+                   else teacher_key(cfg))}
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     for split in (cfg.data.train, cfg.data.valid):
         for path in corpus.paths(split):
             digest.update(bytes.fromhex(sha256_file(path)))
-    return corpus.cache / "links" / f"{cfg.data.pair}.eflomal-{digest.hexdigest()[:16]}"
+    return corpus.cache / "links" / f"{cfg.data.pair}.{teacher}-{digest.hexdigest()[:16]}"
 
 
 def teacher_links(cfg: Config, split: str, compute: bool = True,
@@ -171,10 +193,10 @@ def teacher_links(cfg: Config, split: str, compute: bool = True,
 
 
 def write_teacher_links(cfg: Config, threads: int | None = None, corpus=None) -> Path:
-    """Run eflomal on the corpus's training + validation pairs in both directions,
-    symmetrise (guided.symmetrize) and cache the links of each split; returns the folder.
-    One process computes them (under the folder's lock); another waiting for it reads
-    what it wrote."""
+    """Run the teacher (eflomal, or the teacher runs: nmt.training.bootstrap) on the
+    corpus's training + validation pairs in both directions, symmetrise (guided.symmetrize)
+    and cache the links of each split; returns the folder. One process computes them
+    (under the folder's lock); another waiting for it reads what it wrote."""
 
     corpus = corpus or LiveCorpus.of(cfg)
     folder = links_folder(cfg, corpus)
@@ -182,13 +204,25 @@ def write_teacher_links(cfg: Config, threads: int | None = None, corpus=None) ->
     with file_lock(folder.parent / f".{folder.name}.lock"):
         if all((folder / f"{split}.links").is_file() for split in splits):
             return folder
-        require_eflomal()
-        _write_links(cfg, corpus, folder, splits, threads)
+        texts = {s: corpus.load(s) for s in splits}
+        if cfg.guided.teacher == "runs":
+            links = model_links(cfg, texts)
+        else:
+            require_eflomal()
+            links = _eflomal(cfg, texts, threads)
+        folder.mkdir(parents=True, exist_ok=True)
+        for split, pair_links in links.items():
+            text = "".join(format_pharaoh(x) + "\n" for x in pair_links).encode("utf-8")
+            atomic_write(folder / f"{split}.links", lambda handle, text=text: handle.write(text))
+        (folder / "settings.json").write_text(json.dumps({
+            "teacher": cfg.guided.teacher, "symmetrize": cfg.guided.symmetrize,
+            "splits": {s: len(v) for s, v in links.items()},
+            "digests": {s: split_digest(*map(sha256_file, corpus.paths(s))) for s in splits}},
+            indent=2) + "\n")
     return folder
 
 
-def _write_links(cfg: Config, corpus, folder: Path, names: tuple, threads: int | None) -> None:
-    splits = {s: corpus.load(s) for s in names}
+def _eflomal(cfg: Config, splits: dict, threads: int | None) -> dict[str, list[set[Link]]]:
     src, tgt, owner = [], [], []
     for split, (sources, targets) in splits.items():
         for k, (s, t) in enumerate(zip(_words(sources), _words(targets))):
@@ -200,15 +234,7 @@ def _write_links(cfg: Config, corpus, folder: Path, names: tuple, threads: int |
     links = {split: [set() for _ in sources] for split, (sources, _) in splits.items()}
     for (split, k), f, r, s, t in zip(owner, fwd, rev, src, tgt):
         links[split][k] = symmetrize(f, r, len(s), len(t), cfg.guided.symmetrize)
-    folder.mkdir(parents=True, exist_ok=True)
-    for split, pair_links in links.items():
-        text = "".join(format_pharaoh(x) + "\n" for x in pair_links).encode("utf-8")
-        atomic_write(folder / f"{split}.links", lambda handle, text=text: handle.write(text))
-    (folder / "settings.json").write_text(json.dumps({
-        "teacher": "eflomal", "symmetrize": cfg.guided.symmetrize, "pairs": len(src),
-        "splits": {s: len(v) for s, v in links.items()},
-        "digests": {s: split_digest(*map(sha256_file, corpus.paths(s))) for s in names}},
-        indent=2) + "\n")
+    return links
 
 
 def teacher_aer(records, links: Sequence[set[Link]]) -> float:

@@ -31,6 +31,7 @@ from nmt.models import build_model
 from nmt.training import distributed as dist
 from nmt.training import precision
 from nmt.training.batches import load_data, prune_sampled, sampled_examples
+from nmt.training.bootstrap import init_weights
 from nmt.training.guided import teacher_aer
 from nmt.training.loss import loss_fn
 from nmt.training.optim import build_optimizer, set_lr
@@ -81,6 +82,7 @@ class Trainer:
                                     enabled=dist.is_main() and not quiet)
         if resume:
             self._restore()
+        init_weights(self.model, cfg, v, resume)  # train.init_from
         self.chosen = dist.broadcast(precision.resolve(  # rank 0's choice on every rank
             cfg.train.precision, self.device, self.run.precision if resume else None,
             self._precision_key, self._time_precisions))
@@ -365,10 +367,9 @@ class Trainer:
         p.history.append({"step": p.step, "elapsed": elapsed, "bleu": record["bleu"]})
         self.log({"kind": "valid", "step": p.step, "epoch": p.epoch, "elapsed": elapsed,
                   "train_tokens_per_s": p.tokens / max(p.train_seconds, 1e-9), **record})
-        self.board.scalars(p.step, {"valid/loss": record["valid_loss"],
-                                    "valid/bleu": record["bleu"], "valid/chrf": record["chrf"],
-                                    **({"valid/aer": record["valid_aer"]}
-                                       if "valid_aer" in record else {})})
+        names = {"loss": "valid_loss", "bleu": "bleu", "chrf": "chrf", "aer": "valid_aer"}
+        self.board.scalars(p.step, {f"valid/{k}": record[v] for k, v in names.items()
+                                    if v in record})
         aer = f" AER {record['valid_aer']:.3f}" if "valid_aer" in record else ""
         self.say(f"valid step {p.step}: loss {record['valid_loss']:.3f} ppl "
                  f"{record['valid_ppl']:.2f} BLEU {record['bleu']:.2f} chrF "
