@@ -87,6 +87,14 @@ def test_teacher_runs_and_init_from_are_refused_in_one_line(data_root, pair_of_r
                                                   "teacher_reverse": str(fwd)})
     with pytest.raises(NMTError, match="it must be synth src-tgt"):
         Trainer(wrong, quiet=True)
+    import shutil
+
+    unvalidated = shutil.copytree(fwd, tmp_path / "unvalidated")
+    (unvalidated / "checkpoints" / "best.pt").unlink()
+    early = _config(data_root, runs, "e", guided={"teacher": "runs", "teacher_run": str(
+        unvalidated), "teacher_reverse": str(rev)})
+    with pytest.raises(NMTError, match="no best checkpoint yet"):
+        links_folder(early)
     with pytest.raises(NMTError, match="set guided.teacher_run"):
         Trainer(_config(data_root, runs, "u", guided={"teacher": "runs"}), quiet=True)
     other = tiny_config(data_root, tmp_path, "v", MODELS["transformer"], max_steps=1,

@@ -87,8 +87,8 @@ def _note(text: str) -> None:
 
 
 def _pin_links(cfg: Config, pin: Pin) -> None:
-    """Guided training with eflomal or teacher runs: the teacher's links of the pinned text (computed once
-    into the cache, under its lock), pinned beside it."""
+    """Guided training with eflomal or teacher runs: the teacher's links of the pinned text
+    (computed once into the cache, under its lock), pinned beside it."""
     if cfg.guided.teacher == "gold" or pin.links(cfg.data.train) is not None:
         return
     folder = write_teacher_links(cfg, corpus=pin)

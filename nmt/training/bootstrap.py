@@ -48,9 +48,14 @@ def teacher_runs(cfg: Config) -> tuple[Path, Path]:
 
 def teacher_key(cfg: Config) -> dict:
     """What the runs' links depend on besides the text: both best checkpoints' bytes."""
-    runs = teacher_runs(cfg)
-    return {"checkpoints": [sha256_file(RunDir(r).checkpoint("best")) for r in runs],
-            "teacher_pairs": cfg.guided.teacher_pairs}
+    digests = []
+    for run in teacher_runs(cfg):
+        path = RunDir(run).checkpoint("best")
+        if not path.is_file():
+            raise NMTError(f"guided.teacher runs: {path}: no best checkpoint yet; let the run "
+                           "reach its first validation, or name another run")
+        digests.append(sha256_file(path))
+    return {"checkpoints": digests, "teacher_pairs": cfg.guided.teacher_pairs}
 
 
 def model_links(cfg: Config, splits: dict[str, tuple[list[str], list[str]]]

@@ -210,15 +210,16 @@ def write_teacher_links(cfg: Config, threads: int | None = None, corpus=None) ->
         else:
             require_eflomal()
             links = _eflomal(cfg, texts, threads)
-        folder.mkdir(parents=True, exist_ok=True)
-        for split, pair_links in links.items():
-            text = "".join(format_pharaoh(x) + "\n" for x in pair_links).encode("utf-8")
-            atomic_write(folder / f"{split}.links", lambda handle, text=text: handle.write(text))
-        (folder / "settings.json").write_text(json.dumps({
+        settings = json.dumps({
             "teacher": cfg.guided.teacher, "symmetrize": cfg.guided.symmetrize,
             "splits": {s: len(v) for s, v in links.items()},
             "digests": {s: split_digest(*map(sha256_file, corpus.paths(s))) for s in splits}},
-            indent=2) + "\n")
+            indent=2) + "\n"
+        # settings first, the links last: a folder whose links are all there is whole
+        atomic_write(folder / "settings.json", lambda handle: handle.write(settings.encode()))
+        for split, pair_links in links.items():
+            text = "".join(format_pharaoh(x) + "\n" for x in pair_links).encode("utf-8")
+            atomic_write(folder / f"{split}.links", lambda handle, text=text: handle.write(text))
     return folder
 
 
