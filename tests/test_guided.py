@@ -296,8 +296,10 @@ def test_adapting_a_guided_run_keeps_its_guidance(guided_run, data_root):
     cfg, vocab = model.cfg, model.vocab
     texts, refs = short_pairs(data_root, 16)
     src_ids, tgt_ids = vocab.encode_src(texts), vocab.encode_tgt(refs)
-    guides = pair_guides(cfg, vocab, texts, refs, src_ids, tgt_ids, from_corpus=True)
+    guides, fit_seconds = pair_guides(cfg, vocab, texts, refs, src_ids, tgt_ids,
+                                      from_corpus=True)
     assert sum(g is not None and g.sum() > 0 for g in guides) >= 12  # eflomal linked them
+    assert fit_seconds > 0
     batch = collate(src_ids, tgt_ids, guides)
     adapted = {}
     for name, weight, given in (("guided", cfg.guided.weight, guides), ("plain", 0.0, None),
@@ -318,6 +320,7 @@ def test_adapting_a_guided_run_keeps_its_guidance(guided_run, data_root):
     out = extract_run(guided_run.run_dir, texts, refs, opts)
     assert out.records["attention"][0].meta["adapt_guided"] == "eflomal"
     assert out.adaptation is not None and out.adaptation.steps == 2
+    assert out.adaptation.teacher_seconds > 0  # eflomal's fit counted, reused or not
 
 
 def test_full_context_attention_sees_the_whole_target_and_trains_the_loss(data_root, tmp_path):

@@ -89,6 +89,36 @@ def test_eflomal_recovers_a_known_alignment(fast_eflomal):
     assert all(set(a.links) <= set(b.links) for a, b in zip(inter, records))
 
 
+def test_one_fit_serves_the_same_text_either_way_round(monkeypatch):
+    """statistical_links fits eflomal once for the same words: asked again, or with source
+    and target swapped (the reverse run's guides), it returns that fit's links of the given
+    pairs (flipped for the swap) and the fit's own seconds; other text fits anew."""
+    import nmt.align.statistical as statistical
+
+    calls = []
+
+    def fake(src, tgt, threads=None):  # every word to the same position, then one more
+        calls.append(len(src))
+        fwd = [{(k, k) for k in range(min(len(s), len(t)))} for s, t in zip(src, tgt)]
+        rev = [f | {(0, len(t) - 1)} for f, t in zip(fwd, tgt)]
+        return fwd, rev
+
+    monkeypatch.setattr(statistical, "eflomal_links", fake)
+    monkeypatch.setattr(statistical, "_FITS", {})
+    train = (["a b c", "d e"], ["x y z", "u v"])
+    fwd, rev, info = statistical_links(["a b", "c d e"], ["x y", "z u v"], train)
+    assert calls == [4] and fwd == [{(0, 0), (1, 1)}, {(0, 0), (1, 1), (2, 2)}]
+    again = statistical_links(["a b", "c d e"], ["x y", "z u v"], train)
+    assert calls == [4] and again[:2] == (fwd, rev) and again[2]["seconds"] == info["seconds"]
+    back_fwd, back_rev, back = statistical_links(["x y", "z u v"], ["a b", "c d e"],
+                                                 train[::-1])
+    assert calls == [4] and back["seconds"] == info["seconds"]
+    assert back_fwd == [{(j, i) for i, j in links} for links in rev]
+    assert back_rev == [{(j, i) for i, j in links} for links in fwd]
+    statistical_links(["a b"], ["x z"], train)
+    assert calls == [4, 3]
+
+
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
     """A barely trained Bahdanau run on a 300-pair synthetic corpus: the statistical row
@@ -154,3 +184,42 @@ def test_align_statistical_gives_one_row_per_link_heuristic(fast_eflomal, small_
     assert {r.meta["symmetrize"] for r in inter} == {"intersection"}
     assert {r.meta["symmetrize"] for r in union} == {"union"}
     assert all(set(a.links) <= set(b.links) for a, b in zip(inter, union))
+
+
+def test_compare_grids_end_with_the_gold_and_name_the_teacher(fast_eflomal, small_run,
+                                                              tmp_path, capsys, monkeypatch):
+    """docs/alignment.md, `nmt compare`: where the split has gold links, each grid's last
+    panel is the gold (sure 1, possible 0.5) of the same words; with --statistical beside a
+    run taught by eflomal, eflomal's panel says it is that run's teacher."""
+    import shutil
+
+    import yaml
+
+    import nmt.report.compare as compare
+    from nmt.data.links import read_gold
+
+    drawn = []
+
+    def plot_grid(panels, src_words, tgt_words, path, **kwargs):  # keep the panels
+        drawn.append(panels)
+        path.write_bytes(b"")
+        return path
+
+    monkeypatch.setattr(compare, "plot_grid", plot_grid)
+    taught = tmp_path / "taught"
+    shutil.copytree(small_run, taught)
+    raw = yaml.safe_load((taught / "config.yaml").read_text())
+    raw["name"], raw["guided"] = "taught", {**raw.get("guided", {}), "weight": 1.0}
+    (taught / "config.yaml").write_text(yaml.safe_dump(raw))
+    code, _, err = cli(["compare", str(small_run), str(taught), "--statistical", "--out",
+                        str(tmp_path / "report"), "--sentence", "3"], capsys)
+    assert code == 0, err
+    titles = [title for title, _ in drawn[0]]
+    assert titles == [small_run.name, "taught", "eflomal (teacher of taught)",
+                      compare.GOLD_PANEL]
+    gold = read_gold(small_run / "corpus" / "test.gold")[3] if (
+        small_run / "corpus" / "test.gold").is_file() else None
+    matrix = drawn[0][-1][1]
+    assert gold is not None and {(i, j) for j, i in zip(*matrix.nonzero())} == set(gold.possible)
+    assert all(matrix[j, i] == 1.0 for i, j in gold.sure)
+    assert compare.gold_matrix(gold, (1, 1)) is None or gold.possible <= {(0, 0)}

@@ -92,8 +92,11 @@ def summary_line(row: dict) -> str:
         return row["note"]
     aer = (f" AER {row['aer']:.3f} (P {row['precision']:.3f} R {row['recall']:.3f}; "
            f"diagonal {row['diagonal_aer']:.3f})" if "aer" in row else "")
-    adapted = (f"; adapted {row['adapt']['steps']} steps in {row['adapt']['seconds']:.1f} s"
-               if "adapt" in row else "")
+    adapt = row.get("adapt", {})
+    teacher = (f" (+ {adapt['teacher_seconds']:.1f} s of eflomal's guides)"
+               if adapt.get("teacher_seconds") else "")
+    adapted = (f"; adapted {adapt['steps']} steps in {adapt['seconds']:.1f} s{teacher}"
+               if adapt else "")
     return f"entropy {row['entropy']:.3f} nats, EOS mass {row['eos_mass']:.3f}{aer}{adapted}"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from nmt.align.bidirectional import (
@@ -171,14 +171,15 @@ def extract_run(run: Path, sources: list[str], targets: list[str], opts: AlignOp
     adaptation = None
     meta = {"mode": opts.mode, "run": str(run), "direction": direction}
     if opts.adapt:
-        guides = None
+        guides, teacher_seconds = None, 0.0
         if cfg.guided.weight:  # a guided run keeps its teacher: eflomal on these pairs
-            guides = pair_guides(cfg, vocab, *tokens, src_ids, tgt_ids,
-                                 opts.pairs is None and not opts.src,
-                                 [g.word_of for g in gold] if gold else None)
+            guides, teacher_seconds = pair_guides(cfg, vocab, *tokens, src_ids, tgt_ids,
+                                                  opts.pairs is None and not opts.src,
+                                                  [g.word_of for g in gold] if gold else None)
             meta["adapt_guided"] = "eflomal"
         model, adaptation = adapt_copy(model, src_ids, tgt_ids, opts.adapt, opts.adapt_lr,
                                        cfg.train, guided=cfg.guided, guides=guides)
+        adaptation = replace(adaptation, teacher_seconds=teacher_seconds)
         meta["adapt_steps"] = opts.adapt
     out = Extraction(cfg, {}, {}, adaptation)
     for method in opts.methods:
@@ -253,11 +254,13 @@ class Rows:
 
 
 def adapt_info(*extractions: Extraction) -> dict:
-    """`adapt` entry of a row: steps (per model), seconds (all models together), lr."""
+    """`adapt` entry of a row: steps (per model), seconds (all models together), the
+    seconds of the guides' eflomal fit (one fit serves both directions), lr."""
     done = [e.adaptation for e in extractions if e.adaptation is not None]
     if not done:
         return {}
     return {"adapt": {"steps": done[0].steps, "seconds": sum(a.seconds for a in done),
+                      "teacher_seconds": max(a.teacher_seconds for a in done),  # one fit
                       "lr": done[0].lr, "loss_first": [a.loss_first for a in done],
                       "loss_last": [a.loss_last for a in done]}}
 

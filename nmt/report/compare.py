@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from nmt.align.io import load_alignments
@@ -24,6 +25,8 @@ from nmt.core.document import Block, render_html, render_markdown
 from nmt.core.errors import NMTError
 from nmt.core.plotting import plot_grid, plot_lines
 from nmt.core.rundir import RunDir
+from nmt.data.corpora import corpus_gold
+from nmt.data.links import GoldAlignment, read_gold
 from nmt.models import MODELS
 from nmt.models.runs import load_config
 
@@ -39,7 +42,8 @@ TABLE_NOTE = ("Groups of runs that differ only by seed show mean ± sample stand
               "over the n runs. Training time is the last `elapsed` in metrics.jsonl; AER needs "
               "a gold alignment; entropy is in nats per target word.")
 GRID_NOTE = ("Word-level attention of each run, forced on the reference (the same target words "
-             "for every run), on one colour scale 0..1.")
+             "for every run), on one colour scale 0..1; where the split has gold links, the "
+             "last panel is the gold.")
 COLUMNS = (  # (key, header, decimals)
     ("params", "Params", 0), ("train_min", "Train min", 1), ("train_tok_s", "Train tok/s", 0),
     ("decode_sent_s", "Decode sent/s", 1), ("best_valid_bleu", "Best valid BLEU", 2),
@@ -50,6 +54,7 @@ STATISTICAL_NOTE = ("eflomal: a statistical word aligner (IBM-1, HMM, fertility;
                     "Tiedemann 2016) trained on the corpus's training pairs plus this split, "
                     "both directions symmetrised; scored by the same AER code. Its grid panel "
                     "is its 0/1 link matrix.")
+GOLD_PANEL = "gold (sure 1, possible ½)"
 SOURCE_WORDS = (6, 14)  # default grid sentences: sources of this many words (inclusive)
 N_SENTENCES = 2
 
@@ -281,12 +286,24 @@ def choose_sentences(records: dict[str, dict[int, AlignmentRecord] | None]) -> l
     return [i for i in sorted(first) if low <= len(first[i].src_words) <= high][:N_SENTENCES]
 
 
+def gold_matrix(gold: GoldAlignment, shape: tuple[int, int]) -> np.ndarray | None:
+    """The gold as a (target, source) panel: 1 for a sure link, 0.5 for a possible one;
+    None when a link falls outside `shape` (the gold indexes other words)."""
+    matrix = np.zeros(shape, dtype=np.float32)
+    for value, links in ((0.5, gold.possible), (1.0, gold.sure)):
+        for i, j in links:
+            if j >= shape[0] or i >= shape[1]:
+                return None
+            matrix[j, i] = value
+    return matrix
+
+
 def plot_alignment_grids(runs: list[RunSummary], split: str, out: Path,
                          sentences: list[int] | None, notes: list[str],
-                         extra: dict[str, dict[int, AlignmentRecord]] | None = None
-                         ) -> list[Path]:
+                         extra: dict[str, dict[int, AlignmentRecord]] | None = None,
+                         gold: list[GoldAlignment] | None = None) -> list[Path]:
     """One grid per sentence (one panel per run, then one per `extra` row such as eflomal's
-    link matrix), forced on the shared reference."""
+    link matrix, then the `gold` of the split's sentences), forced on the shared reference."""
     records = {**_load_records(runs, split, notes), **(extra or {})}
     chosen = choose_sentences(records) if sentences is None else list(sentences)
     paths = []
@@ -307,6 +324,9 @@ def plot_alignment_grids(runs: list[RunSummary], split: str, out: Path,
             else:
                 notes.append(f"{name}: sentence {idx} missing or split into other words; "
                              "left out of its grid.")
+        matrix = gold_matrix(gold[idx], shape) if gold and idx < len(gold) else None
+        if matrix is not None:
+            panels.append((GOLD_PANEL, matrix))
         path = out / f"align_{split}_{idx}.png"
         paths.append(plot_grid(panels, ref.src_words, ref.tgt_words, path,
                                title=f"{split} sentence {idx} (attention forced on the reference)"))
@@ -337,6 +357,9 @@ def compare_runs(run_paths: list[Path], out: Path, split: str | None = None,
     `statistical`: one more row and grid panel, eflomal on the same split (the extra)."""
     runs, split = _load_all(run_paths, split)
     cells, extra = statistical_row(runs[0].cfg, split) if statistical else (None, None)
+    taught = [r.name for r in runs if r.cfg.guided.weight and r.cfg.guided.teacher == METHOD]
+    if extra and taught:  # the same aligner taught these runs: say so on its panel
+        extra = {f"{METHOD} (teacher of {', '.join(taught)})": extra[METHOD]}
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise NMTError(f"{out}: exists and is not a directory; pass a folder for --out")
@@ -352,7 +375,9 @@ def compare_runs(run_paths: list[Path], out: Path, split: str | None = None,
              (plot_valid_curve(runs, out / "valid_bleu_by_time.png"), "validation BLEU vs time")]
     blocks += [("h2", "Curves")] + [("img", p, alt) for p, alt in plots if p is not None]
     notes: list[str] = []
-    grids = plot_alignment_grids(runs, split, out, sentences, notes, extra)
+    gold_path = corpus_gold(runs[0].cfg, split)
+    gold = read_gold(gold_path) if gold_path is not None else None
+    grids = plot_alignment_grids(runs, split, out, sentences, notes, extra, gold)
     blocks.append(("h2", "Attention, side by side"))
     blocks.append(("p", GRID_NOTE))
     blocks += [("img", p, p.stem) for p in grids]

@@ -32,13 +32,15 @@ DEFAULT_LR = 1e-3
 @dataclass(frozen=True)
 class Adaptation:
     """What `adapt_copy` did: steps, wall seconds, lr, and the mean per-token training
-    loss of the first and the last step."""
+    loss of the first and the last step; `teacher_seconds`: what the guides took to make
+    (eflomal's fit for a guided run, set by the caller), not in `seconds`."""
 
     steps: int
     seconds: float
     lr: float
     loss_first: float
     loss_last: float
+    teacher_seconds: float = 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)
