@@ -151,18 +151,23 @@ def align(data: dict, method: str, pairs: Path, gold: Path, adapt: int, out: Pat
     return summary
 
 
-def slices(folder: Path, row: str, gold: list, dev: int) -> dict:
-    """AER, precision and recall of a row's links on all pairs, the dev slice and the rest."""
+def slices(links: list, gold: list, dev: int) -> dict:
+    """AER, precision and recall of the links on all pairs, the dev slice and the rest."""
     from nmt.align.metrics import alignment_error_rate
-    from nmt.data.links import parse_pharaoh
 
-    lines = (folder / f"{row}.links").read_text().splitlines()
-    links = [set(parse_pharaoh(line)) for line in lines]
     out = {}
     for name, part in (("all", slice(None)), ("dev", slice(0, dev)), ("rest", slice(dev, None))):
         got = alignment_error_rate(links[part], gold[part])
         out[name] = {k: got[k] for k in ("aer", "precision", "recall")}
     return out
+
+
+def row_links(folder: Path, row: str) -> list:
+    """The links of one `nmt align` row (its `.links` file)."""
+    from nmt.data.links import parse_pharaoh
+
+    lines = (folder / f"{row}.links").read_text().splitlines()
+    return [set(parse_pharaoh(line)) for line in lines]
 
 
 def score(summary: dict, folder: Path, gold: list, dev: int, method: str, adapt: int,
@@ -182,7 +187,7 @@ def score(summary: dict, folder: Path, gold: list, dev: int, method: str, adapt:
             "seconds": {"training": 0.0 if statistical else train_seconds,
                         "aligning": entry.get("seconds", 0.0),
                         "adapting": adapted.get("seconds", 0.0) + adapted.get("teacher_seconds", 0.0)},
-            **slices(folder, name, gold, dev)})
+            **slices(row_links(folder, name), gold, dev)})
     return rows
 
 
@@ -192,7 +197,6 @@ def agreement_rows(summary: dict, folder: Path, gold: list, dev: int, method: st
     on dev), from the two directions' saved maps."""
     from nmt.align.bidirectional import symmetrized_records
     from nmt.align.io import load_alignments
-    from nmt.align.metrics import alignment_error_rate
 
     names = {e.get("direction") or "forward": n for n, e in summary.items()
              if e.get("family") != "statistical"}
@@ -202,32 +206,25 @@ def agreement_rows(summary: dict, folder: Path, gold: list, dev: int, method: st
     rows = []
     for threshold in THRESHOLDS:
         records = symmetrized_records(fwd, rev, "agreement", {"method": "attention"}, threshold)
-        links = [set(r.links) for r in records]
-        row = {"method": method, "links": f"agreement {threshold:g}", "adapt": adapt,
-               "row": f"agreement-{threshold:g}",
-               "seconds": {"training": train_seconds, "aligning": both.get("seconds", 0.0),
-                           "adapting": adapted.get("seconds", 0.0)
-                           + adapted.get("teacher_seconds", 0.0)}}
-        for name, part in (("all", slice(None)), ("dev", slice(0, dev)),
-                           ("rest", slice(dev, None))):
-            got = alignment_error_rate(links[part], gold[part])
-            row[name] = {k: got[k] for k in ("aer", "precision", "recall")}
-        rows.append(row)
+        rows.append({"method": method, "links": f"agreement {threshold:g}", "adapt": adapt,
+                     "row": f"agreement-{threshold:g}",
+                     "seconds": {"training": train_seconds,
+                                 "aligning": both.get("seconds", 0.0),
+                                 "adapting": adapted.get("seconds", 0.0)
+                                 + adapted.get("teacher_seconds", 0.0)},
+                     **slices([set(r.links) for r in records], gold, dev)})
     return rows
 
 
 def diagonal_row(pairs: Path, gold: list, dev: int) -> dict:
-    from nmt.align.metrics import alignment_error_rate, diagonal_links
+    from nmt.align.metrics import diagonal_links
 
     sizes = [tuple(len(side.split()) for side in line.split(" ||| "))
              for line in pairs.read_text(encoding="utf-8").splitlines()]
     links = [diagonal_links(s, t) for s, t in sizes]
-    out = {"method": "diagonal", "links": "-", "adapt": 0, "row": "diagonal",
-           "seconds": {"training": 0.0, "aligning": 0.0, "adapting": 0.0}}
-    for name, part in (("all", slice(None)), ("dev", slice(0, dev)), ("rest", slice(dev, None))):
-        got = alignment_error_rate(links[part], gold[part])
-        out[name] = {k: got[k] for k in ("aer", "precision", "recall")}
-    return out
+    return {"method": "diagonal", "links": "-", "adapt": 0, "row": "diagonal",
+            "seconds": {"training": 0.0, "aligning": 0.0, "adapting": 0.0},
+            **slices(links, gold, dev)}
 
 
 def chosen(rows: list[dict], method: str, adapted: bool | None) -> dict | None:

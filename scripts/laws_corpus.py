@@ -3,7 +3,8 @@ pairs of the Acts of the Parliament of Canada as passed, 2001 onward, from a che
 github.com/justicecanada/laws-lois-xml (Department of Justice Canada, Open Government
 Licence - Canada). None is from the 36th Parliament, whose debates the Hansards gold holds.
 
-Usage: python scripts/laws_corpus.py LAWS_CHECKOUT OUT_DIR   (writes OUT_DIR/annual.en, .fr)
+Usage: python scripts/laws_corpus.py LAWS_CHECKOUT OUT_DIR   (writes OUT_DIR/annual.en, .fr;
+       each is written beside under a temporary name and renamed when whole)
 
 Each English bill (`annual-statutes-lois-annuelles/en/YEAR/NAME_e.xml`) is read beside its
 French one (`fr/YEAR/NAME_f.xml`). Text elements (`TEXT_TAGS`) are paired by their path from
@@ -98,8 +99,9 @@ def main(checkout: Path, out: Path) -> None:
                  "checkout of github.com/justicecanada/laws-lois-xml")
     out.mkdir(parents=True, exist_ok=True)
     seen, skipped = set(), 0
-    with open(out / "annual.en", "w", encoding="utf-8") as fe, \
-            open(out / "annual.fr", "w", encoding="utf-8") as ff:
+    parts = {lang: out / f".annual.{lang}.part" for lang in ("en", "fr")}  # renamed when whole
+    with open(parts["en"], "w", encoding="utf-8") as fe, \
+            open(parts["fr"], "w", encoding="utf-8") as ff:
         for en_path, fr_path in pairs:
             try:
                 en_segs, fr_segs = segments(parse(en_path)), segments(parse(fr_path))
@@ -112,6 +114,8 @@ def main(checkout: Path, out: Path) -> None:
                     seen.add((en, fr))
                     fe.write(en + "\n")
                     ff.write(fr + "\n")
+    for lang, part in parts.items():
+        part.replace(out / f"annual.{lang}")
     print(f"wrote {len(seen)} pairs of {len(pairs)} bills to {out}/annual.{{en,fr}}"
           + (f" ({skipped} unreadable bills left out)" if skipped else ""))
 

@@ -51,6 +51,7 @@ def test_bills_are_paired_by_element_path_and_filtered(laws, tmp_path):
     # definition, the one-word pair and the identical pair left out
     assert en == ["Powers of the Minister", "The Minister may make regulations here."]
     assert fr == ["Pouvoirs du ministre", "Le ministre peut prendre des règlements ici."]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["annual.en", "annual.fr"]
 
 
 def test_a_folder_without_bills_is_refused_in_one_line(laws, tmp_path):
