@@ -18,11 +18,15 @@ Methods (each one run per direction, `nmt train`'s own commands, printed as they
                target context, read in both directions and symmetrised (`GUIDED`)
     bootstrap  Zenkel et al. (2020): a second round started from the guided runs, taught
                their symmetrised links of the first `TEACHER_PAIRS` pairs (`BOOTSTRAP`)
-Every step is skipped when its output exists (an imported corpus, a trained run, with
---reuse an alignment folder), so a killed benchmark goes on where it stopped.
+    ensemble   the mean map of both methods' runs in each direction (`nmt align --ensemble`)
+Adapted (`nmt align --adapt N`), the runs learn eflomal's links of the gold's pairs joined
+by each of `--adapt-guides` (`nmt align --adapt-guides`). Every step is skipped when its
+output exists (an imported corpus, a trained run, with --reuse an alignment folder), so a
+killed benchmark goes on where it stopped.
 
 Usage: python benchmarks/align_domain.py [--only hansards roen] [--methods guided bootstrap]
-       [--minutes 20] [--adapt 100 300] [--dev 100] [--reuse] [--domain-dir DIR] [--gold-dir DIR]
+       [--minutes 20] [--adapt 100] [--adapt-guides H ...] [--dev 100] [--reuse]
+       [--domain-dir DIR] [--gold-dir DIR]
 """
 
 from __future__ import annotations
@@ -30,13 +34,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from data_dirs import align_gold_dir, data_dir, gold_dir_option
+
+from nmt.core.machine import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 DOMAIN_ENV = "NMT_ALIGN_DOMAIN_DIR"
@@ -49,6 +54,7 @@ TEACHER_PAIRS = 10000  # round 2's guided pairs (docs/experiments/2026-12-06-ali
 BOOT_MINUTES = 8
 SYMMETRIZE = ("grow-diag-final-and", "intersection", "union", "agreement")
 THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)  # agreement's link threshold, chosen on dev
+ADAPT_GUIDES = ("grow-diag-final-and", "intersection", "union")  # --adapt-guides, chosen on dev
 DATASETS = {
     "hansards": {"corpus": "laws", "pair": "en-fr", "size": 2000,
                  "train": ("laws/annual.en", "laws/annual.fr"),
@@ -130,24 +136,26 @@ def run_summary(run: Path, method: str, pair: str, timing: dict) -> dict:
             "links_seconds": timing.get("links"), "test_bleu": scores.get("test", {}).get("bleu")}
 
 
-def align(data: dict, method: str, pairs: Path, gold: Path, adapt: int, out: Path, reuse: bool,
-          statistical: bool) -> dict:
-    """`nmt align` of both directions (+ eflomal's rows when `statistical`); its summary."""
+def align(data: dict, methods: list[str], pairs: Path, gold: Path, adapt: int,
+          guides: str | None, folder: Path, reuse: bool) -> dict:
+    """One `nmt align` of every method's runs, both directions, as an ensemble too when there
+    are several methods (+ eflomal's rows when unadapted; adapted, eflomal's links of the
+    pairs joined by `guides` teach the guided runs); its summary."""
     from nmt.report.align import AlignOptions, align_runs
 
-    folder = out / f"{method}_adapt{adapt}"
     saved = folder / "summary.json"
     if reuse and saved.is_file():
         print(f"  reusing {saved}", flush=True)
         return json.loads(saved.read_text())
-    fwd, rev = (run_of(data, method, p) for p in (data["pair"], reverse(data["pair"])))
-    opts = AlignOptions(runs=[fwd], reverse=[rev], pairs=pairs, gold=gold, one_based=True,
-                        symmetrize=list(SYMMETRIZE), adapt=adapt, plot=0, out=folder,
-                        statistical=statistical)
+    runs, back = ([run_of(data, m, p) for m in methods]
+                  for p in (data["pair"], reverse(data["pair"])))
+    opts = AlignOptions(runs=runs, reverse=back, pairs=pairs, gold=gold, one_based=True,
+                        symmetrize=list(SYMMETRIZE), adapt=adapt, adapt_guides=guides, plot=0,
+                        out=folder, statistical=not adapt, ensemble=len(methods) > 1)
     start = time.perf_counter()
     summary = align_runs(opts)
-    print(f"  {method} adapt={adapt}: {len(summary)} rows in "
-          f"{time.perf_counter() - start:.0f} s", flush=True)
+    print(f"  {folder.name}: {len(summary)} rows in {time.perf_counter() - start:.0f} s",
+          flush=True)
     return summary
 
 
@@ -170,49 +178,69 @@ def row_links(folder: Path, row: str) -> list:
     return [set(parse_pharaoh(line)) for line in lines]
 
 
-def score(summary: dict, folder: Path, gold: list, dev: int, method: str, adapt: int,
-          train_seconds: float) -> list[dict]:
-    """One table row per aligned row of a summary (the model's and eflomal's)."""
-    rows = []
+def owner(name: str, entry: dict, owners: dict) -> str:
+    """Which method a summary row belongs to: eflomal, the ensemble, or a method's run."""
+    family = entry.get("family")
+    if family in ("statistical", "ensemble"):
+        return "eflomal" if family == "statistical" else "ensemble"
+    return owners[name.split("+")[0].split(".")[0]]
+
+
+def costs(summary: dict, owners: dict) -> dict:
+    """Per method, the seconds of aligning and of adapting (with eflomal's fit for the
+    guides, one fit for all), read from its symmetrised rows; the ensemble's: all runs'."""
+    out = {}
     for name, entry in summary.items():
-        if "aer" not in entry or entry.get("symmetrize") == "agreement":
-            continue  # agreement: every threshold's row comes from `agreement_rows`
-        statistical = entry.get("family") == "statistical"
-        links = entry.get("symmetrize") if entry.get("direction") == "both" else (
-            entry.get("direction") or "forward")
-        adapted = entry.get("adapt", {})
-        rows.append({
-            "method": "eflomal" if statistical else method, "links": links,
-            "adapt": 0 if statistical else adapt, "row": name,
-            "seconds": {"training": 0.0 if statistical else train_seconds,
-                        "aligning": entry.get("seconds", 0.0),
-                        "adapting": adapted.get("seconds", 0.0) + adapted.get("teacher_seconds", 0.0)},
-            **slices(row_links(folder, name), gold, dev)})
-    return rows
+        if entry.get("direction") == "both" and entry.get("family") not in ("statistical",
+                                                                            "ensemble"):
+            adapted = entry.get("adapt", {})
+            out[owner(name, entry, owners)] = (entry.get("seconds", 0.0),
+                                               adapted.get("seconds", 0.0),
+                                               adapted.get("teacher_seconds", 0.0))
+    aligning, adapting, fit = (list(x) for x in zip(*out.values()))
+    out["ensemble"] = (sum(aligning), sum(adapting), max(fit))
+    return {m: {"aligning": a, "adapting": b + c} for m, (a, b, c) in out.items()}
 
 
-def agreement_rows(summary: dict, folder: Path, gold: list, dev: int, method: str,
-                   adapt: int, train_seconds: float) -> list[dict]:
-    """The agreement symmetrisation at each of `THRESHOLDS` (a setting like any other, chosen
-    on dev), from the two directions' saved maps."""
+def score(summary: dict, folder: Path, gold: list, dev: int, setting: dict, owners: dict,
+          training: dict) -> list[dict]:
+    """One table row per aligned row of a summary (every method's, the ensemble's and
+    eflomal's), and the agreement symmetrisation at each of `THRESHOLDS` (a setting like
+    any other, chosen on dev) from each method's two saved maps."""
     from nmt.align.bidirectional import symmetrized_records
     from nmt.align.io import load_alignments
 
-    names = {e.get("direction") or "forward": n for n, e in summary.items()
-             if e.get("family") != "statistical"}
-    fwd, rev = (load_alignments(folder / f"{names[d]}.npz") for d in ("forward", "reverse"))
-    both = next(e for e in summary.values() if e.get("symmetrize") == "agreement")
-    adapted = both.get("adapt", {})
-    rows = []
-    for threshold in THRESHOLDS:
-        records = symmetrized_records(fwd, rev, "agreement", {"method": "attention"}, threshold)
-        rows.append({"method": method, "links": f"agreement {threshold:g}", "adapt": adapt,
-                     "row": f"agreement-{threshold:g}",
-                     "seconds": {"training": train_seconds,
-                                 "aligning": both.get("seconds", 0.0),
-                                 "adapting": adapted.get("seconds", 0.0)
-                                 + adapted.get("teacher_seconds", 0.0)},
-                     **slices([set(r.links) for r in records], gold, dev)})
+    spent = costs(summary, owners)
+    rows, maps = [], {}
+    for name, entry in summary.items():
+        if "aer" not in entry:
+            continue
+        method = owner(name, entry, owners)
+        direction = entry.get("direction") or "forward"
+        if direction != "both":
+            maps.setdefault(method, {})[direction] = name
+        if entry.get("symmetrize") == "agreement":
+            continue  # every threshold's row comes below
+        statistical = method == "eflomal"
+        rows.append({
+            "method": method, "links": entry.get("symmetrize") or direction,
+            **({"adapt": 0, "guides": "-"} if statistical else setting), "row": name,
+            "seconds": {"training": training.get(method, 0.0),
+                        "aligning": entry.get("seconds", 0.0) if statistical
+                        else spent[method]["aligning"],
+                        "adapting": 0.0 if statistical else spent[method]["adapting"]},
+            **slices(row_links(folder, name), gold, dev)})
+    for method, names in maps.items():
+        if method == "eflomal" or "reverse" not in names:
+            continue
+        fwd, rev = (load_alignments(folder / f"{names[d]}.npz") for d in ("forward", "reverse"))
+        for threshold in THRESHOLDS:
+            records = symmetrized_records(fwd, rev, "agreement", {"method": "attention"},
+                                          threshold)
+            rows.append({"method": method, "links": f"agreement {threshold:g}", **setting,
+                         "row": f"{names['forward']}.agreement-{threshold:g}",
+                         "seconds": {"training": training[method], **spent[method]},
+                         **slices([set(r.links) for r in records], gold, dev)})
     return rows
 
 
@@ -222,7 +250,7 @@ def diagonal_row(pairs: Path, gold: list, dev: int) -> dict:
     sizes = [tuple(len(side.split()) for side in line.split(" ||| "))
              for line in pairs.read_text(encoding="utf-8").splitlines()]
     links = [diagonal_links(s, t) for s, t in sizes]
-    return {"method": "diagonal", "links": "-", "adapt": 0, "row": "diagonal",
+    return {"method": "diagonal", "links": "-", "adapt": 0, "guides": "-", "row": "diagonal",
             "seconds": {"training": 0.0, "aligning": 0.0, "adapting": 0.0},
             **slices(links, gold, dev)}
 
@@ -254,21 +282,22 @@ def run_dataset(name: str, args) -> dict:
     runs = prepare(data, args.domain_dir, args.methods, args.minutes, out)
     gold = read_gold(gold_path, True)
     rows = [diagonal_row(pairs, gold, args.dev)]
-    for method in args.methods:
-        mine = [r for r in runs if r["method"] == method]
-        train_seconds = sum(r["train_seconds"] + (r["links_seconds"] or 0.0) for r in mine)
-        if method == "bootstrap":  # round 2 stands on round 1
-            train_seconds += sum(r["train_seconds"] + (r["links_seconds"] or 0.0)
-                                 for r in runs if r["method"] == "guided")
-        for adapt in [0, *args.adapt]:
-            statistical = method == args.methods[0] and adapt == 0
-            summary = align(data, method, pairs, gold_path, adapt, out, args.reuse, statistical)
-            folder = out / f"{method}_adapt{adapt}"
-            rows += score(summary, folder, gold, args.dev, method, adapt, train_seconds)
-            rows += agreement_rows(summary, folder, gold, args.dev, method, adapt,
-                                   train_seconds)
+    owners = {run_of(data, m, p).name: m for m in args.methods
+              for p in (data["pair"], reverse(data["pair"]))}
+    training = {m: sum(r["train_seconds"] + (r["links_seconds"] or 0.0) for r in runs
+                       if r["method"] == m or (m == "bootstrap" and r["method"] == "guided"))
+                for m in args.methods}  # round 2 stands on round 1
+    training["ensemble"] = sum(training.values()) - (  # round 1 counted once
+        training.get("guided", 0.0) if "bootstrap" in training else 0.0)
+    settings = [(0, None)] + [(a, g) for a in args.adapt for g in args.adapt_guides]
+    for adapt, guides in settings:
+        folder = out / (f"adapt{adapt}" + (f"_{guides}" if guides else ""))
+        summary = align(data, args.methods, pairs, gold_path, adapt, guides, folder,
+                        args.reuse)
+        rows += score(summary, folder, gold, args.dev,
+                      {"adapt": adapt, "guides": guides or "-"}, owners, training)
     picks = {"eflomal": chosen(rows, "eflomal", None)}
-    for method in args.methods:
+    for method in args.methods + (["ensemble"] if len(args.methods) > 1 else []):
         picks[f"{method}, unadapted"] = chosen(rows, method, False)
         picks[f"{method}, adapted"] = chosen(rows, method, True)
     return {"name": name, "title": data["title"], "runs": runs, "rows": rows,
@@ -289,17 +318,18 @@ def markdown(results: list[dict], meta: dict) -> str:
             + (f", {r['links_seconds'] / 60:.1f} min links" if r["links_seconds"] else "")
             + (f", test BLEU {r['test_bleu']:.2f}" if r["test_bleu"] is not None else "") + ")"
             for r in res["runs"]) + ".", "",
-            "| chosen on dev | links | adapt | AER rest | P rest | R rest | AER dev | "
-            "× eflomal | seconds |", "|---|---|---|---|---|---|---|---|---|"]
+            "| chosen on dev | links | adapt | guides | AER rest | P rest | R rest | AER dev | "
+            "× eflomal | seconds |", "|---|---|---|---|---|---|---|---|---|---|"]
         for label, r in res["chosen"].items():
             lines.append(
-                f"| {label} | {r['links']} | {r['adapt'] or 'no'} | {r['rest']['aer']:.3f} | "
+                f"| {label} | {r['links']} | {r['adapt'] or 'no'} | {r['guides']} | "
+                f"{r['rest']['aer']:.3f} | "
                 f"{r['rest']['precision']:.3f} | {r['rest']['recall']:.3f} | "
                 f"{r['dev']['aer']:.3f} | {r['rest']['aer'] / base:.2f} | {total_seconds(r):.0f} |")
-        lines += ["", "Every row:", "", "| method | links | adapt | AER all | AER dev | AER rest | "
-                  "P rest | R rest |", "|---|---|---|---|---|---|---|---|"]
+        lines += ["", "Every row:", "", "| method | links | adapt | guides | AER all | AER dev | "
+                  "AER rest | P rest | R rest |", "|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(res["rows"], key=lambda r: r["dev"]["aer"]):
-            lines.append(f"| {r['method']} | {r['links']} | {r['adapt'] or 'no'} | "
+            lines.append(f"| {r['method']} | {r['links']} | {r['adapt'] or 'no'} | {r['guides']} | "
                          f"{r['all']['aer']:.3f} | {r['dev']['aer']:.3f} | {r['rest']['aer']:.3f} | "
                          f"{r['rest']['precision']:.3f} | {r['rest']['recall']:.3f} |")
         lines.append("")
@@ -313,8 +343,11 @@ def main() -> None:
                         default=["guided", "bootstrap"])
     parser.add_argument("--minutes", type=float, default=20.0,
                         help="training minutes of each round-1 run (each direction)")
-    parser.add_argument("--adapt", type=int, nargs="*", default=[100, 300],
+    parser.add_argument("--adapt", type=int, nargs="*", default=[100],
                         help="--adapt steps to try besides none (chosen on dev)")
+    parser.add_argument("--adapt-guides", nargs="+", default=list(ADAPT_GUIDES),
+                        choices=["grow-diag-final-and", "intersection", "union"],
+                        help="eflomal's links joined so teach the adapted runs (chosen on dev)")
     parser.add_argument("--dev", type=int, default=100, help="the gold's development pairs")
     parser.add_argument("--reuse", action="store_true",
                         help="reuse the alignment folders of an earlier run with this --out")
@@ -327,7 +360,7 @@ def main() -> None:
                                "laws/annual.{en,fr} and roen/train.{ro,en}, gold.ro-en(.gold)")
     results = [run_dataset(name, args) for name in args.only]
     meta = {"date": time.strftime("%F"), "dev": args.dev,
-            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+            "machine": f"{cpu_model()}, {os.cpu_count()} cores",
             "command": "python benchmarks/align_domain.py " + " ".join(sys.argv[1:])}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "alignment.json").write_text(json.dumps({"meta": meta, "results": results},

@@ -129,6 +129,7 @@ def test_the_reverse_run_must_be_the_other_direction(runs, tmp_path, capsys):
     (["--symmetrize", "union"], "--symmetrize needs --reverse"),
     (["--mode", "free", "--adapt", "2"], "use --mode forced"),
     (["--mode", "free", "--gold", "x.gold"], "--mode free"),
+    (["--adapt-guides", "intersection"], "give --adapt N too"),
 ])
 def test_options_that_cannot_mean_anything_are_refused(runs, tmp_path, capsys, args, message):
     code, _, err, _ = align(capsys, tmp_path, "--run", str(runs["fwd"]), "--src", "a b", *args)

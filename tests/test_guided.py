@@ -323,6 +323,30 @@ def test_adapting_a_guided_run_keeps_its_guidance(guided_run, data_root):
     assert out.adaptation.teacher_seconds > 0  # eflomal's fit counted, reused or not
 
 
+def test_adapt_guides_join_eflomals_two_directions_as_asked(guided_run, data_root):
+    """`nmt align --adapt-guides H`: a guided run adapts on eflomal's links joined by H
+    (default: its guided.symmetrize). Intersection's linked pieces are among
+    grow-diag-final-and's, which are among union's (the NULL word's source EOS aside: rows
+    linked by none of the links point there)."""
+    pytest.importorskip("eflomal")
+    from nmt.training.guided import pair_guides
+
+    model = nmt.load(guided_run.run_dir)
+    cfg, vocab = model.cfg, model.vocab
+    texts, refs = short_pairs(data_root, 16)
+    src_ids, tgt_ids = vocab.encode_src(texts), vocab.encode_tgt(refs)
+    got = {h: pair_guides(cfg, vocab, texts, refs, src_ids, tgt_ids, True, heuristic=h)[0]
+           for h in (None, "intersection", "grow-diag-final-and", "union")}
+
+    def linked(h: str | None) -> set:
+        return {(k, t, s) for k, g in enumerate(got[h]) if g is not None
+                for t, s in zip(*np.nonzero(g[:, :-1]))}  # the last column: the source EOS
+
+    assert all(np.array_equal(a, b) for a, b in zip(got[None], got[cfg.guided.symmetrize]))
+    assert linked("intersection") <= linked("grow-diag-final-and") <= linked("union")
+    assert linked("intersection") < linked("union")  # the two directions differ somewhere
+
+
 def test_full_context_attention_sees_the_whole_target_and_trains_the_loss(data_root, tmp_path):
     """guided.full_context (Garg et al. 2019): the Transformer's decoder run without its
     causal mask. Rows are distributions over real source positions (padding 0); the first

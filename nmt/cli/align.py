@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from nmt.cli.app import Checkpoint, Method, Symmetrization, app
-from nmt.data.symmetrize import DEFAULT_AGREEMENT
+from nmt.data.symmetrize import DEFAULT_AGREEMENT, HEURISTICS
 
 
 class Mode(str, Enum):
@@ -26,6 +26,9 @@ class Reading(str, Enum):
 class Links(str, Enum):
     argmax = "argmax"
     threshold = "threshold"
+
+
+Heuristic = Enum("Heuristic", {name: name for name in HEURISTICS}, type=str)
 
 
 class Format(str, Enum):
@@ -57,6 +60,7 @@ def align(
     agreement_threshold: Annotated[float | None, typer.Option(min=1e-6, max=1.0, help="link threshold of --symmetrize agreement [default: nmt.data.symmetrize.DEFAULT_AGREEMENT, chosen on validation gold]")] = None,
     adapt: Annotated[int, typer.Option(min=0, help="fine-tune a copy of each model on the pairs for N steps before aligning (the run is not changed)")] = 0,
     adapt_lr: Annotated[float | None, typer.Option(min=1e-9, help="constant Adam learning rate for --adapt [default: 1e-3, nmt.training.adapt.DEFAULT_LR]")] = None,
+    adapt_guides: Annotated[Heuristic | None, typer.Option(help="with --adapt of a guided run: join eflomal's two directions of the pairs so for its teacher links [default: the run's guided.symmetrize]")] = None,
     ensemble: Annotated[bool, typer.Option("--ensemble", help="add rows of the mean map of all --run (and of all --reverse, symmetrised): an ensemble of runs")] = False,
     statistical: Annotated[bool, typer.Option("--statistical", help="add a statistical aligner's row: eflomal trained on the run's corpus plus the pairs (pip install -e '.[align]')")] = False,
     over_training: Annotated[bool, typer.Option("--over-training", help="draw one validation sentence across training steps")] = False,
@@ -78,7 +82,8 @@ def align(
         plot=plot, fmt=fmt.value, layer=layer, reading=reading.value, links=links.value,
         threshold=threshold, methods=[m.value for m in method or []] or [DEFAULT_METHOD],
         reverse=list(reverse or []), symmetrize=[h.value for h in symmetrize or []],
-        adapt=adapt, statistical=statistical, ensemble=ensemble, checkpoint=checkpoint.value,
+        adapt=adapt, adapt_guides=adapt_guides.value if adapt_guides else None,
+        statistical=statistical, ensemble=ensemble, checkpoint=checkpoint.value,
         **({"adapt_lr": adapt_lr} if adapt_lr is not None else {}),
         agreement=DEFAULT_AGREEMENT if agreement_threshold is None else agreement_threshold)
     for name, row in align_runs(opts).items():

@@ -69,6 +69,7 @@ class AlignOptions:
     agreement: float = DEFAULT_AGREEMENT  # threshold of the "agreement" symmetrisation
     adapt: int = 0  # fine-tune a copy of each model on the pairs for N steps first (0 = off)
     adapt_lr: float = DEFAULT_LR
+    adapt_guides: str | None = None  # eflomal's links joined so guide --adapt (None: guided.symmetrize)
     statistical: bool = False  # one more row: eflomal on the corpus + the pairs (align extra)
     ensemble: bool = False  # rows of the mean map of all --run (and of all --reverse)
     checkpoint: str = "best"  # best | last | averaged (nmt average)
@@ -107,6 +108,10 @@ def check_options(opts: AlignOptions) -> None:
     bad = [m for m in opts.methods if m not in METHODS]
     if bad or not opts.methods:
         raise NMTError(f"--method {bad[0] if bad else ''!r}: use one of {', '.join(METHODS)}")
+    if opts.adapt_guides is not None and opts.adapt_guides not in HEURISTICS:
+        raise NMTError(f"--adapt-guides {opts.adapt_guides!r}: use one of {', '.join(HEURISTICS)}")
+    if opts.adapt_guides is not None and not opts.adapt:
+        raise NMTError("--adapt-guides sets the teacher links of --adapt: give --adapt N too")
     bad = [h for h in opts.symmetrize if h not in SYMMETRIZATIONS]
     if bad:
         raise NMTError(f"--symmetrize {bad[0]!r}: use one of {', '.join(SYMMETRIZATIONS)}")
@@ -175,8 +180,10 @@ def extract_run(run: Path, sources: list[str], targets: list[str], opts: AlignOp
         if cfg.guided.weight:  # a guided run keeps its teacher: eflomal on these pairs
             guides, teacher_seconds = pair_guides(cfg, vocab, *tokens, src_ids, tgt_ids,
                                                   opts.pairs is None and not opts.src,
-                                                  [g.word_of for g in gold] if gold else None)
+                                                  [g.word_of for g in gold] if gold else None,
+                                                  opts.adapt_guides)
             meta["adapt_guided"] = "eflomal"
+            meta["adapt_guides"] = opts.adapt_guides or cfg.guided.symmetrize
         model, adaptation = adapt_copy(model, src_ids, tgt_ids, opts.adapt, opts.adapt_lr,
                                        cfg.train, guided=cfg.guided, guides=guides)
         adaptation = replace(adaptation, teacher_seconds=teacher_seconds)

@@ -123,11 +123,13 @@ def guide_targets(vocab, src_ids: Sequence, tgt_ids: Sequence, links: Sequence[s
 
 def pair_guides(cfg: Config, vocab, sources: Sequence[str], targets: Sequence[str],
                 src_ids: list, tgt_ids: list, from_corpus: bool,
-                word_of: Sequence[dict] | None = None) -> tuple[list[np.ndarray | None], float]:
+                word_of: Sequence[dict] | None = None,
+                heuristic: str | None = None) -> tuple[list[np.ndarray | None], float]:
     """`--adapt` of a guided run keeps its guidance: the piece targets of eflomal's links of
     the pairs being aligned, eflomal trained as its own `--statistical` row is (the
     corpus's training pairs plus these pairs; `from_corpus`: they are a split of the corpus,
-    tokenised alike), both directions joined by guided.symmetrize. Always eflomal, also for
+    tokenised alike), both directions joined by `heuristic` (default: the run's
+    guided.symmetrize; `nmt align --adapt-guides`). Always eflomal, also for
     a run taught by gold links: gold of the pairs being aligned is what they are scored on.
     `word_of`: the pairs are a gold's tokens, which the ids' pieces cover so
     (nmt.align.spans). Also returns the seconds eflomal's fit took (part of the adaptation's
@@ -137,7 +139,8 @@ def pair_guides(cfg: Config, vocab, sources: Sequence[str], targets: Sequence[st
     train = corpus_of(cfg).load(cfg.data.train)
     langs = None if from_corpus else (cfg.src_lang, cfg.tgt_lang)
     fwd, rev, info = statistical_links(sources, targets, train, langs)
-    links = [symmetrize(f, r, len(s.split()), len(t.split()), cfg.guided.symmetrize)
+    heuristic = heuristic or cfg.guided.symmetrize
+    links = [symmetrize(f, r, len(s.split()), len(t.split()), heuristic)
              for f, r, s, t in zip(fwd, rev, sources, targets, strict=True)]
     return (guide_targets(vocab, src_ids, tgt_ids, links, cfg.guided.null_word, word_of)[0],
             info["seconds"])
