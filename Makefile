@@ -91,7 +91,7 @@ bench-align: $(STAMP)
 # text, against eflomal on the same text, the Hansards en-fr and Romanian-English golds,
 # settings chosen on each gold's first 100 pairs (reports/bench-align-domain/alignment.md).
 # Needs the Hansards gold folder (NMT_ALIGN_GOLD_DIR) and the in-domain text
-# (NMT_ALIGN_DOMAIN_DIR; docs/alignment.md, "In domain", says how to build it). About three
+# (NMT_ALIGN_DOMAIN_DIR; docs/alignment.md, "In domain", says how to build it). About 3.5
 # hours on 2 cores; a killed run goes on where it stopped (ARGS="--reuse" keeps alignments).
 bench-align-domain: $(STAMP)
 	NMT_ALIGN_GOLD_DIR="$(NMT_ALIGN_GOLD_DIR)" NMT_ALIGN_DOMAIN_DIR="$(NMT_ALIGN_DOMAIN_DIR)" \
