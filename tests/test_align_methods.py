@@ -166,8 +166,10 @@ def test_adapt_trains_a_copy_and_leaves_the_runs_byte_identical(runs, data_root,
     code, _, err, plain = align(capsys, tmp_path / "plain", *common)
     assert code == 0, err
     code, stdout, err, out = align(capsys, tmp_path, *common, "--reverse", str(runs["rev"]),
-                                   "--adapt", "3", "--adapt-lr", "0.01")
+                                   "--adapt", "3", "--adapt-lr", "0.01",
+                                   "--adapt-guides", "intersection")
     assert code == 0, err
+    assert err.count("not a guided run") == 2  # one line per run, unguided: nothing to join
     assert {name: digest(runs[name]) for name in ("fwd", "rev")} == before
     summary = json.loads((out / "summary.json").read_text())
     for name in ("fwd", "rev", "fwd+rev.agreement"):

@@ -319,6 +319,7 @@ def test_adapting_a_guided_run_keeps_its_guidance(guided_run, data_root):
     opts = AlignOptions(runs=[guided_run.run_dir], src=texts, tgt=refs, adapt=2, plot=0)
     out = extract_run(guided_run.run_dir, texts, refs, opts)
     assert out.records["attention"][0].meta["adapt_guided"] == "eflomal"
+    assert out.records["attention"][0].meta["adapt_guides"] == cfg.guided.symmetrize
     assert out.adaptation is not None and out.adaptation.steps == 2
     assert out.adaptation.teacher_seconds > 0  # eflomal's fit counted, reused or not
 

@@ -184,6 +184,9 @@ def extract_run(run: Path, sources: list[str], targets: list[str], opts: AlignOp
                                                   opts.adapt_guides)
             meta["adapt_guided"] = "eflomal"
             meta["adapt_guides"] = opts.adapt_guides or cfg.guided.symmetrize
+        elif opts.adapt_guides:
+            print(f"nmt align: {run}: not a guided run, so it adapts on its own loss alone "
+                  "(--adapt-guides does not apply to it)", file=sys.stderr)
         model, adaptation = adapt_copy(model, src_ids, tgt_ids, opts.adapt, opts.adapt_lr,
                                        cfg.train, guided=cfg.guided, guides=guides)
         adaptation = replace(adaptation, teacher_seconds=teacher_seconds)
