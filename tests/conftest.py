@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +15,22 @@ from nmt.data.corpora import ensure_synth
 from nmt.models import build_model
 
 VOCAB = 40
+
+
+def load_script(path: Path, register: bool = False):
+    """A file of scripts/ or benchmarks/ (folders that are not packages) as a module, with
+    its folder on sys.path while it loads (for the siblings it imports); `register`: also
+    in sys.modules (dataclasses look their module up there)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    if register:
+        sys.modules[spec.name] = module
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
 FAMILIES = {
     "fixed_context": dict(family="fixed_context"),
     "bahdanau": dict(family="bahdanau"),

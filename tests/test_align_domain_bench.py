@@ -5,8 +5,6 @@ ensemble's: all runs', eflomal's fit for the guides once)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,19 +12,13 @@ import numpy as np
 from nmt.align.io import save_alignments, write_links
 from nmt.align.records import AlignmentRecord
 from nmt.data.links import read_gold
+from tests.conftest import load_script
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def bench():
-    sys.path.insert(0, str(BENCHMARKS))  # the script imports its sibling data_dirs
-    try:
-        spec = importlib.util.spec_from_file_location("align_domain", BENCHMARKS / "align_domain.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return module
+    return load_script(BENCHMARKS / "align_domain.py")  # it imports its sibling data_dirs
 
 
 def records(diagonal: bool) -> list[AlignmentRecord]:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import load_script
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 GOLD = ("--gold-dir", "NMT_ALIGN_GOLD_DIR", "hansards.en-fr.gold")
 RAW = ("--raw", "NMT_MULTI30K_DIR", "{split}.{lang}.gz")
@@ -96,12 +98,9 @@ def test_time_to_bleu_without_the_corpus_or_the_config_stops_before_training(tmp
 def test_time_to_bleu_reports_the_median_over_seeds_and_lists_each(tmp_path):
     """The table takes each family's median test BLEU over its seeds and lists every seed;
     the validation curve is drawn from the same results."""
-    import importlib.util
     import json
 
-    spec = importlib.util.spec_from_file_location("time_to_bleu", BENCHMARKS / "time_to_bleu.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(BENCHMARKS / "time_to_bleu.py")
     sig = {"bleu_signature": "nrefs:1|case:mixed", "chrf_signature": "nc:6"}
 
     def result(family, seed, bleu):

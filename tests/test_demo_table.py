@@ -3,20 +3,18 @@ back exactly, and the gate flags a family past BLEU_GATE or AER_GATE, and only t
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def table():
-    spec = importlib.util.spec_from_file_location("demo_table", ROOT / "scripts" / "demo_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "scripts" / "demo_table.py")
 
 
 def values(bleu_bahdanau=96.5, aer_bahdanau=0.150):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-import importlib.util
 import re
 from pathlib import Path
 from urllib.parse import unquote
@@ -18,6 +17,7 @@ from urllib.parse import unquote
 import yaml
 
 from nmt.core import config as nmt_config
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = tuple(nmt_config.SECTIONS)
@@ -31,11 +31,7 @@ ALLOWED_UNUSED: set[str] = set()
 @functools.cache
 def config_reference():
     """scripts/config_reference.py as a module (scripts/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(
-        "config_reference", ROOT / "scripts" / "config_reference.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "scripts" / "config_reference.py")
 
 
 # ---- the generated config reference -------------------------------------------------------

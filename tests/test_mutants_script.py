@@ -5,23 +5,20 @@ only a slower test (one through a subprocess) kills some of them."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+from tests.conftest import load_script
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "mutants.py"
 
 
 def script():
-    spec = importlib.util.spec_from_file_location("mutants_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, register=True)  # dataclasses look their module up there
 
 
 def test_evaluation_and_training_mutants_are_made_drawn_and_have_fast_tests():
