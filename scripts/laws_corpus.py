@@ -3,8 +3,8 @@ pairs of the Acts of the Parliament of Canada as passed, 2001 onward, from a che
 github.com/justicecanada/laws-lois-xml (Department of Justice Canada, Open Government
 Licence - Canada). None is from the 36th Parliament, whose debates the Hansards gold holds.
 
-Usage: python scripts/laws_corpus.py LAWS_CHECKOUT OUT_DIR   (writes OUT_DIR/annual.en, .fr;
-       each is written beside under a temporary name and renamed when whole)
+Usage: python scripts/laws_corpus.py LAWS_CHECKOUT OUT_DIR   (a new folder: OUT_DIR/annual.en,
+       .fr, written in a temporary folder beside it and renamed when whole)
 
 Each English bill (`annual-statutes-lois-annuelles/en/YEAR/NAME_e.xml`) is read beside its
 French one (`fr/YEAR/NAME_f.xml`). Text elements (`TEXT_TAGS`) are paired by their path from
@@ -17,7 +17,10 @@ footnotes are dropped from the text. Kept: 3 to 120 words a side, character leng
 from __future__ import annotations
 
 import re
+import shutil
+import signal
 import sys
+import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
@@ -92,16 +95,11 @@ def keep(en: str, fr: str) -> bool:
             and max(len(en), len(fr)) <= RATIO * min(len(en), len(fr)))
 
 
-def main(checkout: Path, out: Path) -> None:
-    pairs = bills(checkout)
-    if not pairs:
-        sys.exit(f"error: {checkout}: no annual-statutes-lois-annuelles/en/*/*_e.xml; pass a "
-                 "checkout of github.com/justicecanada/laws-lois-xml")
-    out.mkdir(parents=True, exist_ok=True)
+def write_pairs(pairs: list[tuple[Path, Path]], folder: Path) -> tuple[int, int]:
+    """annual.en and annual.fr of the bills' kept pairs in `folder`; (pairs, unreadable bills)."""
     seen, skipped = set(), 0
-    parts = {lang: out / f".annual.{lang}.part" for lang in ("en", "fr")}  # renamed when whole
-    with open(parts["en"], "w", encoding="utf-8") as fe, \
-            open(parts["fr"], "w", encoding="utf-8") as ff:
+    with open(folder / "annual.en", "w", encoding="utf-8") as fe, \
+            open(folder / "annual.fr", "w", encoding="utf-8") as ff:
         for en_path, fr_path in pairs:
             try:
                 en_segs, fr_segs = segments(parse(en_path)), segments(parse(fr_path))
@@ -114,13 +112,37 @@ def main(checkout: Path, out: Path) -> None:
                     seen.add((en, fr))
                     fe.write(en + "\n")
                     ff.write(fr + "\n")
-    for lang, part in parts.items():
-        part.replace(out / f"annual.{lang}")
-    print(f"wrote {len(seen)} pairs of {len(pairs)} bills to {out}/annual.{{en,fr}}"
+    return len(seen), skipped
+
+
+def main(checkout: Path, out: Path) -> None:
+    """Write `out` whole: both files in a temporary folder beside it, renamed to `out` in
+    one step (an existing `out` with files is refused, not overwritten)."""
+    pairs = bills(checkout)
+    if not pairs:
+        sys.exit(f"error: {checkout}: no annual-statutes-lois-annuelles/en/*/*_e.xml; pass a "
+                 "checkout of github.com/justicecanada/laws-lois-xml")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        sys.exit(f"error: {out}: exists and is not an empty folder; remove it or name a new one")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        written, skipped = write_pairs(pairs, tmp)
+        tmp.rename(out)  # atomic; fails if another process made `out` meanwhile
+    except OSError as exc:
+        sys.exit(f"error: {out}: {exc.strerror or exc}; nothing was written there")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # gone when renamed
+    print(f"wrote {written} pairs of {len(pairs)} bills to {out}/annual.{{en,fr}}"
           + (f" ({skipped} unreadable bills left out)" if skipped else ""))
 
 
+def _stop(signum, frame) -> None:
+    sys.exit(128 + signum)  # SIGTERM unwinds like Ctrl-C: the temporary folder is removed
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _stop)
     if len(sys.argv) != 3:
         sys.exit(__doc__.split("\n\n")[1])
     main(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -5,10 +5,11 @@ word-count, ratio, identity and duplicate filters hold."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,10 +33,7 @@ FR = dict(note="Pouvoirs du ministre", text="Le ministre peut prendre", tail="de
 
 @pytest.fixture(scope="module")
 def laws():
-    spec = importlib.util.spec_from_file_location("laws_corpus", ROOT / "scripts" / "laws_corpus.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "scripts" / "laws_corpus.py")
 
 
 def test_bills_are_paired_by_element_path_and_filtered(laws, tmp_path):
@@ -52,6 +50,30 @@ def test_bills_are_paired_by_element_path_and_filtered(laws, tmp_path):
     assert en == ["Powers of the Minister", "The Minister may make regulations here."]
     assert fr == ["Pouvoirs du ministre", "Le ministre peut prendre des règlements ici."]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["annual.en", "annual.fr"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
+    with pytest.raises(SystemExit, match="not an empty folder"):  # never overwritten
+        laws.main(tmp_path / "laws", tmp_path / "out")
+    assert (tmp_path / "out" / "annual.en").read_text(encoding="utf-8").splitlines() == en
+
+
+def test_a_stopped_run_leaves_no_folder_and_no_temporary(laws, tmp_path, monkeypatch):
+    """Stopped part-way (SIGTERM unwinds as SystemExit), `out` is not made and the
+    temporary folder beside it is removed."""
+    base = tmp_path / "laws" / "annual-statutes-lois-annuelles"
+    for lang, name, fields in (("en", "C-1_e.xml", EN), ("fr", "C-1_f.xml", FR)):
+        (base / lang / "2001").mkdir(parents=True)
+        (base / lang / "2001" / name).write_text(BILL.format(**fields), encoding="utf-8")
+    made = []
+
+    def stopped(pairs, folder):
+        (folder / "annual.en").write_text("half\n", encoding="utf-8")
+        made.append(folder)
+        raise SystemExit(143)
+
+    monkeypatch.setattr(laws, "write_pairs", stopped)
+    with pytest.raises(SystemExit):
+        laws.main(tmp_path / "laws", tmp_path / "out")
+    assert made and not made[0].exists() and not (tmp_path / "out").exists()
 
 
 def test_a_folder_without_bills_is_refused_in_one_line(laws, tmp_path):
