@@ -1,5 +1,6 @@
 """Advisory file locks (`fcntl.flock`) shared by the caches and the run directory, and
-`StopRequest`, which turns a training's SIGINT/SIGTERM into a flag it checks.
+`StopRequest`, which turns a training's SIGINT/SIGTERM into a flag it checks, and
+`signals_held`, which delivers them after a step that must not be cut.
 
 A flock belongs to the open file, so it disappears with the process that holds
 it: a crash or `kill -9` never leaves a stale lock behind. The lock files are
@@ -114,3 +115,22 @@ class StopRequest:
     def __exit__(self, *exc):
         for s, handler in self.old.items():
             signal.signal(s, handler)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP that arrive inside are delivered on leaving, so a step that
+    must not be cut in two (a worker process's launch: cut, the child reads half its start-up
+    data and dies with a traceback) finishes first. Outside the main thread, where handlers
+    cannot be set, it holds nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stop = StopRequest().__enter__()
+    try:
+        yield
+    finally:
+        stop.__exit__()
+        if stop.signal:
+            signal.raise_signal(stop.signum)
+

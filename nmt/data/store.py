@@ -38,7 +38,7 @@ import numpy as np
 
 from nmt.core.config import Config
 from nmt.core.errors import NMTError, one_line
-from nmt.core.locks import file_lock
+from nmt.core.locks import file_lock, signals_held
 from nmt.core.progress import counting, tick
 from nmt.core.scratch import die_with_parent, scratch, swap_in, sweep
 from nmt.data.corpora import LiveCorpus, iter_lines
@@ -312,7 +312,8 @@ def encoded_chunks(paths: tuple[Path, Path], vocab: Vocab, dtypes: tuple, parall
     try:
         waiting: deque = deque()
         for src, tgt in chunks:
-            waiting.append(pool.submit(_worker_chunk, src, tgt))
+            with signals_held():  # a submit may launch a worker: never cut mid-launch
+                waiting.append(pool.submit(_worker_chunk, src, tgt))
             if len(waiting) >= 2 * workers:
                 yield waiting.popleft().result()
         while waiting:
