@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover - not POSIX: no locking
 
 _GUARD = threading.Lock()  # guards _THREADS
 _THREADS: dict[str, threading.RLock] = {}  # resolved path -> the thread lock in front of it
-_HELD: dict[str, int] = {}  # resolved path -> depth, held by this process (one thread)
+_HELD: set[str] = set()  # resolved paths this process holds (its thread lock says which thread)
 
 
 @contextmanager
@@ -47,19 +47,15 @@ def file_lock(path: Path | str, busy: str | None = None) -> Iterator[None]:
     if not thread_lock.acquire(blocking=busy is None):  # another thread of ours holds it
         raise NMTError(busy.format(pid=os.getpid()))
     try:
-        if key in _HELD:  # re-entrant: this thread holds it already
-            _HELD[key] += 1
-            try:
-                yield
-            finally:
-                _HELD[key] -= 1
+        if key in _HELD:  # re-entrant: this thread holds it already, the outer block frees it
+            yield
             return
         with _flock(path, busy):
-            _HELD[key] = 1
+            _HELD.add(key)
             try:
                 yield
             finally:
-                del _HELD[key]
+                _HELD.discard(key)
     finally:
         thread_lock.release()
 
