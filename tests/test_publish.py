@@ -207,6 +207,14 @@ def test_transformers_forced_log_probabilities_agree_within_1e_4(published, data
     gold = logp.gather(-1, labels.clamp_min(0).unsqueeze(-1)).squeeze(-1)
     theirs = (gold * (labels != PAD) * (labels != -100)).sum(1).tolist()
     assert max(abs(a - b) for a, b in zip(mine, theirs)) < 1e-4
+    with torch.no_grad():  # no dropout or layer drop in the config: training mode agrees
+        trained = torch.log_softmax(hf.train()(**batch, decoder_input_ids=decoder_in).logits, -1)
+    hf.eval()
+    assert torch.allclose(trained, logp, atol=1e-6)
+    config = json.loads((folder / "config.json").read_text())
+    generation = json.loads((folder / "generation_config.json").read_text())
+    assert "num_beams" not in config and "max_length" not in config  # generation's alone
+    assert generation["num_beams"] == ours.cfg.decode.beam
 
 
 def test_the_cards_transformers_snippet_translates_as_nmt_offline(published, data_root):
@@ -339,3 +347,26 @@ def test_a_guided_runs_alignment_head_is_named_in_its_config_and_card(data_root,
     assert (head["layer"], head["heads"]) == (-1, 2) and "cross-attention" in head["reading"]
     assert "layer -1 (0-based), its first 2 cross-attention heads" in \
         (folder / "README.md").read_text()
+
+
+def test_an_unguided_runs_card_and_config_name_no_alignment_head(published):
+    for _, folder in published.values():  # transformers' config.json: the Transformer's
+        config = folder / "config.json"
+        assert not config.is_file() or "nmt_alignment_head" not in config.read_text()
+        assert "alignment head" not in (folder / "README.md").read_text()
+
+
+def test_the_cards_facts_of_a_run_that_kept_no_manifest(tmp_path, monkeypatch):
+    """An older run (no corpus/manifest.json, no scores, no precision file): the card's
+    training line still names its step and minutes, and its corpus section says so."""
+    import nmt.decoding.publish as publish_module
+    from nmt.core.config import build_config
+    from nmt.decoding.card import _corpus
+
+    monkeypatch.setattr(publish_module, "load_checkpoint",
+                        lambda path: {"progress": {"step": 7, "elapsed": 1234.0}})
+    facts = publish_module._facts(tmp_path, tmp_path / "best.pt")
+    assert (facts["steps"], facts["minutes"]) == (7, 20.6)  # 1,234 s, to a tenth of a minute
+    assert facts["manifest"] == {} and facts["scores"] == {} and facts["precision"] == "fp32"
+    cfg = build_config({"data": {"corpus": "old", "pair": "de-en"}})
+    assert _corpus(cfg, {}) == ["## Corpus", "", "`old` (de-en); no manifest was kept.", ""]

@@ -120,7 +120,7 @@ def _weights(model) -> tuple[dict, dict]:
 
 def _transformers_files(cfg, vocab, model, out: Path) -> None:
     limit = min(MAX_STEPS, POSITIONS)
-    config = marian_config(cfg, vocab, limit)
+    config = marian_config(cfg, vocab)
     if (head := alignment_of(cfg)) is not None:  # a guided run: its alignment head, named
         config["nmt_alignment_head"] = {**head, "reading": "cross-attention of decoder layer "
                                         "`layer` (0-based; negative from the top), its first "
@@ -140,10 +140,8 @@ def _facts(run: Path, ckpt: Path) -> dict:
     precision = {}
     if rundir.precision.is_file():
         precision = json.loads(rundir.precision.read_text())
-    manifest = {}
-    for folder in (rundir.path / "corpus",):
-        if (folder / "manifest.json").is_file():
-            manifest = json.loads((folder / "manifest.json").read_text())
+    kept = rundir.path / "corpus" / "manifest.json"  # an older run may have kept none
+    manifest = json.loads(kept.read_text()) if kept.is_file() else {}
     scores = rundir.read_scores()
     return {"steps": progress.get("step"), "minutes": round(progress.get("elapsed", 0) / 60, 1),
             "precision": precision.get("precision", "fp32"), "machine": cpu_model(),

@@ -27,8 +27,10 @@ POSITIONS = 1024  # rows of the position table a MarianMTModel holds (its length
 SIDES = {"encoder": "enc_layers", "decoder": "dec_layers"}
 
 
-def marian_config(cfg, vocab, max_length: int) -> dict:
-    """MarianConfig's fields for `cfg`'s Transformer and `vocab` (joint or not)."""
+def marian_config(cfg, vocab) -> dict:
+    """MarianConfig's fields for `cfg`'s Transformer and `vocab` (joint or not); how to
+    generate (beam, length limit) is generation_config.json's alone. No dropout or layer
+    drop: a copy put in training mode computes what it computes in eval mode."""
     m = cfg.model
     return {
         "architectures": ["MarianMTModel"], "model_type": "marian",
@@ -44,7 +46,6 @@ def marian_config(cfg, vocab, max_length: int) -> dict:
         "init_std": 0.02, "is_encoder_decoder": True, "use_cache": True,
         "pad_token_id": PAD, "eos_token_id": EOS, "bos_token_id": BOS,
         "decoder_start_token_id": BOS, "forced_eos_token_id": EOS,
-        "max_length": max_length, "num_beams": 1,
     }
 
 
