@@ -83,6 +83,10 @@ def test_gold_link_out_of_range(tmp_path: Path) -> None:
     with pytest.raises(NMTError, match="--one-based"):
         check_links_in_range(read_gold(path), [2, 5], [2, 2], path)
     check_links_in_range(read_gold(path), [1, 6], [1, 2], path)  # in range: no error
+    # the target side too: 5-1 is one past the end of a 1-word target
+    with pytest.raises(NMTError, match=r"gold\.talp:2: link 5-1 .* 6 source and 1 target.*"
+                                       "--one-based"):
+        check_links_in_range(read_gold(path), [1, 6], [1, 1], path)
 
 
 def test_gold_alignment_requires_sure_subset_of_possible() -> None:

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
+import pytest
 import yaml
 
 from nmt.core import config as nmt_config
@@ -355,3 +356,20 @@ def test_gpu_check_says_in_one_line_when_there_is_no_gpu():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stderr == ""
     assert out.stdout.count("\n") == 1 and "no CUDA device" in out.stdout
+
+
+@pytest.mark.parametrize("flag, value", [("--adapt-lr", "nmt.training.adapt:DEFAULT_LR"),
+                                         ("--agreement-threshold",
+                                          "nmt.data.symmetrize:DEFAULT_AGREEMENT")])
+def test_the_cli_guides_defaults_are_the_codes(flag, value):
+    """docs/cli.md's "(default X)" of an option `nmt align` resolves in code."""
+    import importlib
+
+    from nmt.report.align import AlignOptions
+
+    module, name = value.split(":")
+    text = (ROOT / "docs" / "cli.md").read_text()
+    (documented,) = re.findall(rf"`{flag}` \(default ([^)]+)\)", text)
+    assert float(documented) == getattr(importlib.import_module(module), name)
+    if flag == "--adapt-lr":
+        assert AlignOptions(runs=[Path("r")]).adapt_lr == float(documented)

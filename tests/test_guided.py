@@ -68,6 +68,8 @@ def test_a_links_file_is_read_line_by_line_as_parsing_it_whole_would(tmp_path):
     assert links[1] == set() and links[-1] == {(5, 4)} and links[2:4] == whole[2:4]
     with pytest.raises(IndexError):
         links[304]
+    path.write_text(text + "\n")  # the same lines, the last one with its newline
+    assert len(PharaohFile(path)) == 304 and list(PharaohFile(path)) == whole
     path.write_text("0-0\n1-x\n")
     with pytest.raises(NMTError, match=r"train\.links:2: malformed Pharaoh link '1-x'"):
         PharaohFile(path)[1]
@@ -395,3 +397,28 @@ def test_the_null_word_key_reads_from_yaml(tmp_path):
                     "guided: {weight: 1, null_word: true, full_context: true}\n")
     cfg = load_config(path)
     assert cfg.guided.null_word is True and cfg.guided.full_context is True
+
+
+def test_adapt_copy_reports_its_first_and_last_step_and_refuses_no_step_or_rate():
+    """nmt.training.adapt: Adaptation's losses are those of the first and the last of the
+    steps `adapting` takes (one step: the same); no steps, or a rate <= 0, is refused."""
+    from nmt.core.config import TrainConfig
+    from nmt.training.adapt import adapt_copy, adapting
+    from tests.conftest import tiny_model
+
+    model = tiny_model("bahdanau")
+    g = torch.Generator().manual_seed(5)
+    src = [torch.randint(4, 20, (n,), generator=g).tolist() + [3] for n in (3, 5, 4, 6)]
+    tgt = [torch.randint(4, 20, (n,), generator=g).tolist() for n in (4, 2, 5, 3)]
+    train = TrainConfig(batch_tokens=12)
+    losses = [loss for _, (_, loss) in zip(range(3), adapting(model, src, tgt, 1e-2, train))]
+    assert len(set(losses)) == 3
+    _, three = adapt_copy(model, src, tgt, 3, 1e-2, train)
+    assert (three.steps, three.loss_first, three.loss_last) == (3, losses[0], losses[-1])
+    _, one = adapt_copy(model, src, tgt, 1, 1e-2, train)
+    assert one.loss_first == one.loss_last == losses[0]
+    for steps, lr in ((0, 1e-2), (3, 0.0)):
+        with pytest.raises(NMTError, match="need at least 1 step and lr > 0"):
+            adapt_copy(model, src, tgt, steps, lr, train)
+    with pytest.raises(NMTError, match="need lr > 0"):
+        next(adapting(model, src, tgt, 0.0, train))

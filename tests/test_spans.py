@@ -36,6 +36,16 @@ def test_hansards_french_is_written_back_as_published():
     assert text == "l'honorable député et l'homme du hockey"  # h muet: elision
 
 
+def test_a_capitalised_contraction_and_a_hyphen_after_an_apostrophe():
+    text, spans = surface("De le ministre .".split(), "fr")
+    assert text == "Du ministre." and covered(text, spans) == ["Du", "Du", "ministre", "."]
+    text, spans = surface("Le avis".split(), "fr")
+    assert text == "L'avis" and covered(text, spans) == ["L'", "avis"]
+    text, spans = surface(["the", "o'neill", "-", "smith", "report"], "en")
+    assert text == "the o'neill-smith report"  # the letter before the hyphen is what counts
+    assert covered(text, spans) == ["the", "o'neill", "-", "smith", "report"]
+
+
 def test_english_clitics_punctuation_and_the_capital_i():
     text, spans = surface("i think it is n't the member 's car , oh !".split(), "en", True)
     assert text == "I think it isn't the member's car, oh!"

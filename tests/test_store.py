@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import nmt.data.store as store_module
+from nmt.core.errors import NMTError
 from nmt.core.tokens import BOS, EOS
 from nmt.data.batching import (
     collate,
@@ -312,3 +313,49 @@ def test_an_unguarded_script_gets_one_line_not_a_hang(root, tmp_path):
     assert "a worker process re-running a script" in done.stderr  # each worker's line
     last = done.stderr.strip().splitlines()[-1]
     assert "NMTError" in last and "__main__" in last and "docs/data.md" in last
+
+
+@pytest.mark.parametrize("text", ["", "a", "a\n", "a\nb", "a\nb\n", "\n\n", "a\n\nb"])
+def test_scan_counts_the_lines_read_lines_reads(tmp_path, text):
+    import hashlib
+
+    path = tmp_path / "side.txt"
+    path.write_text(text, encoding="utf-8")
+    assert store_module.scan(path) == (hashlib.sha256(text.encode()).hexdigest(),
+                                       len(read_lines(path)))
+
+
+def test_the_store_reports_pairs_done_chunk_by_chunk(tmp_path, monkeypatch):
+    done = []
+    monkeypatch.setattr(store_module, "tick", done.append)
+    chunks = [(np.arange(7, dtype=np.uint16), np.array([3, 4]),
+               np.arange(5, dtype=np.uint16), np.array([2, 3])),
+              (np.arange(2, dtype=np.uint16), np.array([2]),
+               np.arange(9, dtype=np.uint16), np.array([9]))]
+    store_module.write_store(tmp_path / "train.x", iter(chunks), 3, (np.uint16, np.uint16), "t")
+    assert done == [2, 1]  # pairs, not tokens
+
+
+def test_sampled_chunks_give_each_side_its_own_dtype(tmp_path):
+    class Wide:  # a target vocabulary past uint16
+        src_size, tgt_size = 100, 70_000
+
+        def sample_pairs(self, src, tgt, alpha, nbest, seed):
+            return [[1, 2]] * len(src), [[69_999]] * len(tgt)
+
+    paths = (tmp_path / "a.src", tmp_path / "a.tgt")
+    paths[0].write_text("x\ny\n")
+    paths[1].write_text("u\nv\n")
+    (src, src_len, tgt, tgt_len), = store_module.sampled_chunks(
+        paths, Wide(), np.array([0, 1]), 0.1, -1, 1)
+    assert src.dtype == np.uint16 and tgt.dtype == np.int32 and tgt.tolist() == [69_999] * 2
+    assert src_len.tolist() == [2, 2] and tgt_len.tolist() == [1, 1]
+
+
+@pytest.mark.parametrize("bad", [0, 1])
+def test_a_bad_line_while_encoding_names_its_own_file(tmp_path, bad):
+    paths = (tmp_path / "pairs.src", tmp_path / "pairs.tgt")
+    for side, path in enumerate(paths):
+        path.write_bytes(b"fine\n" + (b"\xff\xfe broken\n" if side == bad else b"ok\n"))
+    with pytest.raises(NMTError, match=rf"pairs\.{('src', 'tgt')[bad]}\b.*2"):
+        list(store_module._line_chunks(paths))

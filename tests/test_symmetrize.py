@@ -54,6 +54,21 @@ def test_grow_diag_uses_diagonal_neighbours_and_keeps_growing():
     assert symmetrize({(0, 0)} | chain, {(0, 0)}, 4, 4, "grow-diag") == {(0, 0)} | chain
 
 
+@pytest.mark.parametrize("step", [(-1, 0), (0, -1), (1, 0), (0, 1),
+                                  (-1, -1), (-1, 1), (1, -1), (1, 1)])
+def test_grow_diag_reaches_each_of_the_eight_neighbours(step):
+    # 1-1 is in both directions; the union's one other link is its neighbour by `step`,
+    # with both words unaligned: grow-diag adds it, whichever way it lies.
+    neighbour = (1 + step[0], 1 + step[1])
+    assert symmetrize({(1, 1), neighbour}, {(1, 1)}, 3, 3, "grow-diag") == {(1, 1), neighbour}
+
+
+def test_final_and_needs_the_target_word_unaligned_too():
+    # (2, 0) is no neighbour of 0-0; its source word is free, its target word is not.
+    assert symmetrize({(0, 0), (2, 0)}, {(0, 0)}, 3, 3, "grow-diag-final-and") == {(0, 0)}
+    assert symmetrize({(0, 0), (2, 0)}, {(0, 0)}, 3, 3, "grow-diag-final") == {(0, 0), (2, 0)}
+
+
 def test_a_neighbour_whose_words_are_both_aligned_is_not_added():
     # (0, 1) neighbours 0-0 and 1-1, but source 0 and target 1 are both aligned already.
     forward, backward = {(0, 0), (1, 1), (0, 1)}, {(0, 0), (1, 1)}
