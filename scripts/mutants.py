@@ -94,7 +94,27 @@ GUIDED_SLOW = [arg for name in ("adapting_a_guided_run_keeps_its_guidance",
                for arg in ("--deselect", f"tests/test_guided.py::test_{name}")]
 # The fast tests that should kill a mutant of each file: the first prefix that matches.
 # Test files that do not exist (yet) are skipped; other items are passed to pytest as is.
+PUBLISH = ["tests/test_publish.py"]  # the model folder, its card and the transformers reading
+GUIDED = ["tests/test_guided.py", *GUIDED_SLOW]
 TESTS = {
+    # this round's code (issues 60-62): a run's own data, sharing a model, in-domain alignment
+    "nmt/data/store.py": ["tests/test_store.py", "tests/test_run_owns_data.py",
+                          "tests/test_promises_data.py", "tests/test_signals_held.py"],
+    "nmt/core/locks.py": ["tests/test_locks.py", "tests/test_signals_held.py",
+                          "tests/test_export_safety.py"],
+    "nmt/core/rundir.py": ["tests/test_run_owns_data.py", "tests/test_export_safety.py",
+                           "tests/test_layout.py"],
+    "nmt/decoding/publish.py": PUBLISH,
+    "nmt/decoding/card.py": PUBLISH,
+    "nmt/models/published.py": PUBLISH,
+    "nmt/models/marian.py": PUBLISH,
+    "nmt/align/spans.py": ALIGN + ["tests/test_spans.py"],
+    "nmt/training/guided.py": GUIDED + ["tests/test_spans.py", "tests/test_bootstrap.py"],
+    "nmt/training/bootstrap.py": ["tests/test_bootstrap.py"],
+    "nmt/training/adapt.py": ["tests/test_guided.py"],
+    "nmt/data/links.py": ALIGN + GUIDED + ["tests/test_align_methods.py"],
+    "nmt/data/symmetrize.py": ["tests/test_symmetrize.py", "tests/test_align_methods.py",
+                               "tests/test_bootstrap.py"],
     "nmt/models/transformer.py": EQUATIONS + ["tests/test_attention.py", "tests/test_models.py",
                                               "tests/test_limits.py", "tests/test_guided.py::"
                                               "test_full_context_attention_sees_the_whole_"
