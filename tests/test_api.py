@@ -163,6 +163,11 @@ def test_average_writes_the_element_wise_mean_of_the_last_n(runs, capsys):
     assert torch.equal(model.module.state_dict()["out.bias"], averaged["out.bias"])
     assert_user_error(run_cli(capsys, "average", "--run", run, "--last", "4"),
                       "only 3 kept checkpoints", "--last 3")
+    code, _, _ = run_cli(capsys, "average", "--run", run, "--last", "3")  # every kept one
+    payload, last = (load_checkpoint(p) for p in (run / "checkpoints" / "averaged.pt", kept[-1]))
+    assert code == 0 and payload["averaged_from"] == [p.name for p in kept]
+    assert payload["progress"] == last["progress"] and payload["config"] == last["config"]
+    code, _, _ = run_cli(capsys, "average", "--run", run, "--last", "2")
     code, out, _ = run_cli(capsys, "evaluate", "--run", run, "--checkpoint", "averaged",
                            "--limit", "5", "--beam", "1")
     assert code == 0 and "BLEU" in out
@@ -271,3 +276,17 @@ def test_the_api_refuses_bad_arguments_with_one_line_naming_them(runs, call, nam
         call(model)
     message = str(caught.value)
     assert "\n" not in message and message.startswith(named), message
+
+
+def test_the_smallest_top_k_and_the_longest_source_kept_whole():
+    """`--sampling top-k:1` is a valid sampler (K >= 1); clip_source keeps a source of
+    MAX_SOURCE subwords whole and cuts a longer one to MAX_SOURCE, its EOS kept."""
+    from nmt.core.tokens import EOS
+    from nmt.decoding.api import Sampling
+    from nmt.decoding.translate import MAX_SOURCE, clip_source
+
+    assert Sampling.parse("top-k:1").top_k == 1
+    whole = [5] * (MAX_SOURCE - 1) + [EOS]
+    assert clip_source(whole) == whole
+    cut = clip_source([5] * MAX_SOURCE + [EOS])
+    assert len(cut) == MAX_SOURCE and cut[-1] == EOS and cut[:-1] == [5] * (MAX_SOURCE - 1)

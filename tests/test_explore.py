@@ -131,6 +131,8 @@ def test_transformer_views_reproduce_the_saved_reading(workspace):
     got = views(data["sentences"][1]["p"][1], shape)
     assert got.shape == (1 + 2 * L * (H + 1), *shape)
     assert np.allclose(got[spec["default"]], rec.word_weights, atol=1 / 255)
+    aer = data["sentences"][1]["p"][1]["aer"]  # the gold's AER of every view, not the first's
+    assert len(aer) == len(got) and all(0 <= a <= 1 for a in aer)
     naive_l1_h2 = word_matrix(rec.weights[:, 1:2], rec.src_tokens[:-1], rec.tgt_tokens[:-1],
                               False, 1)
     assert np.allclose(got[1 + (0 * L + 1) * (H + 1) + 2], naive_l1_h2, atol=1 / 255)
@@ -168,6 +170,11 @@ def test_gold_outside_a_sentence_is_one_line_error(workspace, tmp_path):
         find_sources(workspace["runs"][:1], gold=bad)
     assert find_sources(workspace["runs"][:1], gold=bad, one_based=True).gold[0].sure == {
         (0, 0), (3, 3)}
+    short = tmp_path / "short.gold"
+    short.write_text("0-0\n\n", encoding="utf-8")  # three sentences aligned, two gold lines
+    with pytest.raises(NMTError, match=r"short\.gold: 2 lines, but the alignments hold "
+                                       "sentence 2"):
+        find_sources(workspace["runs"][:1], gold=short)
 
 
 def test_run_without_alignments_says_how_to_write_them(workspace, tmp_path):

@@ -202,3 +202,17 @@ def test_count_parameters_and_cells() -> None:
     assert format_cell([None, None], 2) == "—"
     assert format_cell([1.0, None, 3.0], 1) == "2.0 ± 1.4 (n=2)"
     assert format_cell([5.0, 5.0], 0, exact=True) == "5"
+
+
+def test_the_validation_curve_is_drawn_against_minutes(monkeypatch, tmp_path: Path) -> None:
+    import nmt.report.compare as compare
+
+    drawn = {}
+    monkeypatch.setattr(compare, "plot_lines", lambda series, path, *a, **k: drawn.update(series))
+    metrics = [{"kind": "valid", "elapsed": 90.0, "bleu": 3.0}, {"kind": "train", "elapsed": 100.0},
+               {"kind": "valid", "elapsed": 600.0, "bleu": 9.5}]
+    run = compare.RunSummary("r", tmp_path, None, metrics, None, None)
+    compare.plot_valid_curve([run], tmp_path / "curve.png")
+    assert drawn == {"r": ([1.5, 10.0], [3.0, 9.5])}
+    assert compare.plot_valid_curve([compare.RunSummary("r", tmp_path, None, [], None, None)],
+                                    tmp_path / "none.png") is None

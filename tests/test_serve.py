@@ -147,8 +147,12 @@ def test_runs_are_listed_by_index_and_name(url, models):
     assert httpx.get(f"{url}/api/runs/transformer").json()["index"] == 1
     missing = httpx.get(f"{url}/api/runs/7")
     assert missing.status_code == 404 and missing.json()["field"] == "run"
-    assert httpx.get(f"{url}/openapi.json").json()["paths"].keys() >= {
-        "/api/translate", "/api/align", "/api/runs", "/healthz"}
+    paths = httpx.get(f"{url}/openapi.json").json()["paths"]
+    assert paths.keys() >= {"/api/translate", "/api/align", "/api/runs", "/healthz"}
+    for path in ("/api/translate", "/api/align"):  # the statuses the limits answer with
+        responses = paths[path]["post"]["responses"]
+        assert responses.keys() >= {"200", "413", "422", "503"}
+        assert "out of range" in responses["422"]["description"]  # ours, not FastAPI's
 
 
 def test_translate_equals_the_python_api(url, models, sentences):
@@ -323,6 +327,11 @@ def test_symmetrised_view_with_a_reverse_run(runs, sentences):
         assert client.get("/api/runs").json()["runs"][0]["reverse"] == "reverse"
         body = client.post("/api/align", json={"source": source, "target": target,
                                                "symmetrize": "agreement", "views": True}).json()
+        own = client.post("/api/align", json={"source": source, "symmetrize": "agreement"})
+    assert own.status_code == 200, own.text  # no target: the reverse reads the translation
+    forward = own.json()["runs"][0]
+    assert forward["tgt_words"] and forward["reverse"]["tgt_words"] == forward["tgt_words"]
+    assert forward["reverse"]["src_words"] == source.split()  # in the forward orientation
     fwd = nmt.load(runs["bahdanau"]).align([source], [target])
     back = [flip_record(r) for r in nmt.load(runs["reverse"]).align([target], [source])]
     [sym] = symmetrized_records(fwd, back, "agreement", {})
