@@ -139,6 +139,18 @@ TESTS = {
     "nmt/core/scratch.py": ["tests/test_promises_data.py", "tests/test_run_owns_data.py",
                             "tests/test_store.py",
                             "tests/test_data_edges.py"],
+    # decoding, serving and reporting
+    "nmt/decoding/api.py": ["tests/test_api.py", "tests/test_deploy.py"],
+    "nmt/decoding/translate.py": ["tests/test_engine_agreement.py", "tests/test_promises_search.py",
+                                  "tests/test_api.py"],
+    "nmt/decoding/engines.py": ["tests/test_engine_agreement.py", "tests/test_deploy.py"],
+    "nmt/decoding/export.py": ["tests/test_deploy.py", "tests/test_export_safety.py",
+                               "tests/test_engine_agreement.py"],
+    "nmt/serve/": ["tests/test_serve.py", "tests/test_serve_boundaries.py",
+                   "tests/test_serve_limits.py"],
+    "nmt/core/checkpoint.py": ["tests/test_checkpoint.py", "tests/test_export_safety.py"],
+    "nmt/report/compare.py": ["tests/test_report.py", "tests/test_statistical.py"],
+    "nmt/explore/": ["tests/test_explore.py"],
     "nmt/models/transformer.py": EQUATIONS + ["tests/test_attention.py", "tests/test_models.py",
                                               "tests/test_limits.py", "tests/test_guided.py::"
                                               "test_full_context_attention_sees_the_whole_"
