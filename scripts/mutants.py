@@ -139,6 +139,27 @@ TESTS = {
     "nmt/core/scratch.py": ["tests/test_promises_data.py", "tests/test_run_owns_data.py",
                             "tests/test_store.py",
                             "tests/test_data_edges.py"],
+    # batching, precision, the process group and the config
+    "nmt/data/batching.py": ["tests/test_store.py", "tests/test_promises_data.py",
+                             "tests/test_distributed.py", "tests/test_run_owns_data.py",
+                             TRAIN + "join_pairs_uses_every_pair_once_and_keeps_one_eos",
+                             TRAIN + "training_logits_come_from_a_few_row_counts_and_equal_the_"
+                             "unpadded_ones", "tests/test_guided.py::test_guidance_teaches_the_"
+                             "supervised_head_to_follow_the_teacher"],
+    "nmt/training/precision.py": ["tests/test_probe_and_config.py", TRAIN + "native_bf16_reads_"
+                                  "the_cpu_flags_and_refuses_cuda_emulation",
+                                  TRAIN + "precision_auto_keeps_what_the_timing_finds_faster_"
+                                  "and_remembers_it", TRAIN + "precision_as_written_or_without_"
+                                  "native_bf16_is_not_timed", TRAIN + "precision_probe_picks_"
+                                  "bf16_only_past_the_margin", TRAIN + "a_bf16_run_bounds_the_"
+                                  "kernel_cache_unless_the_environment_sets_it"],
+    "nmt/training/distributed.py": ["tests/test_distributed.py", "tests/test_probe_and_config.py",
+                                    TRAIN + "native_bf16_reads_the_cpu_flags_and_refuses_cuda_"
+                                    "emulation"],
+    "nmt/core/config.py": ["tests/test_config.py", "tests/test_probe_and_config.py",
+                           "tests/test_bad_inputs.py"],
+    "nmt/core/fields.py": ["tests/test_config.py", "tests/test_probe_and_config.py",
+                           "tests/test_bad_inputs.py"],
     # decoding, serving and reporting
     "nmt/decoding/api.py": ["tests/test_api.py", "tests/test_deploy.py"],
     "nmt/decoding/translate.py": ["tests/test_engine_agreement.py", "tests/test_promises_search.py",
