@@ -141,6 +141,7 @@ TESTS = {
                             "tests/test_data_edges.py"],
     # batching, precision, the process group and the config
     "nmt/data/batching.py": ["tests/test_store.py", "tests/test_promises_data.py",
+                             "tests/test_data_edges.py",
                              "tests/test_distributed.py", "tests/test_run_owns_data.py",
                              TRAIN + "join_pairs_uses_every_pair_once_and_keeps_one_eos",
                              TRAIN + "training_logits_come_from_a_few_row_counts_and_equal_the_"

@@ -1,5 +1,5 @@
-"""Edges of importing, sampling, pinning and sweeping a corpus that a mutation sample found
-untested (docs/experiments/2026-12-07-mutation-sample-round.md)."""
+"""Edges of importing, sampling, pinning, sweeping and batching a corpus that mutation
+samples found untested (docs/experiments/2026-12-07-mutation-sample-round.md)."""
 
 from __future__ import annotations
 
@@ -215,3 +215,32 @@ def test_gc_removes_a_stale_store_of_a_kept_vocabulary_and_an_unreferenced_teach
     assert not stale.exists() and not teacher.exists(), lines
     assert store.is_dir() and vocab_dir.is_dir()
     assert f"removed {stale}" in lines and f"removed {teacher}" in lines
+
+
+def test_filter_long_keeps_one_piece_targets_and_drops_empty_sides():
+    """A pair trains when each side has at least one piece and at most `max_len` (the
+    source counts its EOS): a one-piece target is kept, an empty target or source is not.
+    The indices are int32 below 2**31 pairs (docs/experiments/2026-12-06-training-memory.md)."""
+    import numpy as np
+
+    from nmt.core.tokens import EOS
+    from nmt.data.batching import filter_long
+
+    src = [[5, EOS], [5, EOS], [5, 6, EOS], [EOS], [5, 6, 7, EOS]]
+    tgt = [[7], [], [7, 8], [7], [7]]
+    keep = filter_long([np.array(s) for s in src], [np.array(t) for t in tgt], max_len=2)
+    assert keep.tolist() == [0, 2] and keep.dtype == np.int32
+
+
+def test_token_batches_hold_pair_indices_as_int32():
+    """An epoch's order of pair indices is int32 below 2**31 pairs, given or not given
+    the indices (int64 from numpy by default), so it costs 4 bytes a pair."""
+    import numpy as np
+
+    from nmt.data.batching import token_batches
+
+    lengths = [(3 + k % 7, 2 + k % 5) for k in range(100)]
+    for indices in (None, np.arange(0, 100, 2, dtype=np.int64)):
+        batches = token_batches(lengths, 40, seed=3, indices=indices)
+        assert batches.order.dtype == np.int32
+        assert sorted(batches.order.tolist()) == list(range(0, 100, 1 if indices is None else 2))

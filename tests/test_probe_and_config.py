@@ -72,6 +72,16 @@ def test_9_time_steps_times_every_batch_but_the_warm_up_in_each_precision():
     assert seen == ["fp32", "bf16", "bf16", "fp32", "fp32", "bf16"]  # turns alternate
 
 
+def test_9_a_batch_without_target_tokens_is_timed_per_one_token():
+    """Seconds per 1,000 target tokens: a batch whose rows are all padding counts as one
+    token instead of dividing by zero."""
+    class Empty:
+        n_tokens = 0
+
+    samples = precision.time_steps(lambda batch, p: None, [Empty()] * 2, ["fp32"], CPU)
+    assert len(samples["fp32"]) == 1 and 0 <= samples["fp32"][0] < 1e3
+
+
 # 10 -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("entry", [
@@ -173,6 +183,26 @@ def test_11_two_probes_on_one_machine_take_turns_and_the_second_reads_the_first(
     assert len(spans) == 1  # timed once: the second waited, then read the cache
     assert sorted(r["source"] for r in records) == ["cache", "probe"]
     assert {r["precision"] for r in records} == {"bf16"}
+
+
+def test_11_two_agreeing_trials_settle_the_choice():
+    """At least two paired trials that agree settle it (cached); one does not."""
+    two = precision.decide({"fp32": [1.0, 1.0], "bf16": [0.5, 0.6]})
+    assert (two["precision"], two["settled"]) == ("bf16", True)
+    assert two["timings"] == {"fp32": 1.0, "bf16": 0.55}
+    one = precision.decide({"fp32": [1.0], "bf16": [0.5]})
+    assert (one["precision"], one["settled"]) == ("fp32", False)
+
+
+def test_11_the_cache_lives_in_nmt_cache_dir_else_the_xdg_cache_else_home(monkeypatch, tmp_path):
+    monkeypatch.delenv("NMT_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert precision.cache_file() == tmp_path / "home" / ".cache" / "nmt" / "precision.json"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert precision.cache_file() == tmp_path / "xdg" / "nmt" / "precision.json"
+    monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "own"))
+    assert precision.cache_file() == tmp_path / "own" / "precision.json"
 
 
 # 19 (the cached precision) ------------------------------------------------------------------
