@@ -161,6 +161,12 @@ TESTS = {
                            "tests/test_bad_inputs.py"],
     "nmt/core/fields.py": ["tests/test_config.py", "tests/test_probe_and_config.py",
                            "tests/test_bad_inputs.py"],
+    # the lab, progress, plots and the command line
+    "nmt/lab/": ["tests/test_lab.py"],
+    "nmt/core/progress.py": ["tests/test_progress.py"],
+    "nmt/core/plotting.py": ["tests/test_plotting.py", "tests/test_data_show.py"],
+    "nmt/cli/": ["tests/test_cli.py", "tests/test_bad_inputs.py",
+                 "tests/test_guided.py::test_teachers_and_their_errors"],
     # decoding, serving and reporting
     "nmt/decoding/api.py": ["tests/test_api.py", "tests/test_deploy.py"],
     "nmt/decoding/translate.py": ["tests/test_engine_agreement.py", "tests/test_promises_search.py",

@@ -232,3 +232,12 @@ def test_python_m_nmt_help():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "Usage" in proc.stdout and "translate" in proc.stdout
+
+
+def test_the_align_summary_line_gives_aer_beside_the_diagonal_only_with_gold():
+    from nmt.cli.align import summary_line
+
+    row = {"entropy": 1.25, "eos_mass": 0.05}
+    scored = {**row, "aer": 0.2, "precision": 0.8, "recall": 0.7, "diagonal_aer": 0.5}
+    assert "AER" not in summary_line(row)
+    assert "AER 0.200 (P 0.800 R 0.700; diagonal 0.500)" in summary_line(scored)

@@ -8,6 +8,7 @@ Transformer's layers, sinusoids, cached step).
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -86,6 +87,10 @@ def test_stability_naive_overflows_masked_softmax_does_not(tmp_path):
                                        abs=1e-6)
     r = scaling.stability(tmp_path, "png")
     assert r.values["shift_error_float64"] < 1e-12 and r.passed
+    rows = {row[0]: row[1:] for row in r.rows}  # where each naive form first overflows
+    assert math.isfinite(rows[88.0][0]) and not math.isfinite(rows[89.0][0])  # float32
+    assert math.isfinite(rows[709.0][1]) and not math.isfinite(rows[710.0][1])  # float64
+    assert all(row[2] == pytest.approx(float(w[0]), abs=1e-6) for row in rows.values())
 
 
 def test_tanh_free_weights_ignore_the_state(tmp_path):
@@ -225,6 +230,17 @@ def test_bottleneck_compares_relative_drops(tmp_path, no_demo_runs):
         run_experiment("tanh", tmp_path / "out", runs=[fixed])
 
 
+def test_bottleneck_without_runs_reads_the_demo_runs_that_exist(tmp_path, monkeypatch):
+    """Without --run: `make demo`'s runs, those of them present; two are enough."""
+    fixed = _fake_run(tmp_path / "a", "fixed_context", [30.0, 15.0, 6.0])
+    attn = _fake_run(tmp_path / "a", "bahdanau", [40.0, 36.0, 32.0])
+    monkeypatch.setattr(trained, "DEMO_BOTTLENECK", (fixed, attn, tmp_path / "absent"))
+    r = trained.bottleneck(tmp_path / "out", "png")
+    assert r.passed and r.values["drop_fixed_context"] == pytest.approx(0.8)
+    monkeypatch.setattr(trained, "DEMO_BOTTLENECK", (fixed, tmp_path / "absent"))
+    assert trained.bottleneck(tmp_path / "out", "png").passed is None  # one run: skipped
+
+
 def test_report_embeds_every_figure(tmp_path):
     r1 = softmax.toy(tmp_path, "png")
     r2 = rnn_attention.tanh(tmp_path, "svg")
@@ -261,3 +277,47 @@ def test_cli_lab_list_and_run(capsys, tmp_path, no_demo_runs):
     assert code == 2 and err.startswith("nmt: error: bottleneck: needs --run")
     code, _, err = run_cli(capsys, "lab", "run", "softmax-toy", "--format", "gif")
     assert code == 2 and "gif" in err
+
+
+def test_saturation_rows_measure_distributions_over_the_keys():
+    """Each row's entropies lie in [0, log KEYS] and its largest weights are per query:
+    scaled, the largest weight stays where d = 4 has it; unscaled, it goes to one."""
+    one_hot = torch.tensor([[1.0, 0.0, 0.0, 0.0]])
+    assert float(scaling._entropy(torch.full((3, 4), 0.25))) == pytest.approx(math.log(4))
+    assert float(scaling._entropy(one_hot)) == pytest.approx(0.0, abs=1e-12)
+    gen = torch.Generator().manual_seed(3)
+    rows = [scaling._measure(d, gen) for d in (4, 1024)]
+    for row in rows:
+        assert all(0 <= e <= math.log(scaling.KEYS) for e in row[2:4])
+        assert 1 / scaling.KEYS <= row[5] < 0.35 and 1 / scaling.KEYS <= row[4] <= 1
+    assert rows[1][4] > 0.9 > 0.35 > rows[1][5]
+    fig = scaling._plot_saturation(rows)  # every panel against d
+    assert all(list(line.get_xdata()) == [4, 1024] for ax in fig.axes for line in ax.lines[:1])
+
+
+def test_masks_padding_rows_start_from_no_padding_and_the_figure_draws_them():
+    rows, _ = masks.padding_rows(transformer.small_transformer())
+    assert [r[0] for r in rows] == [0, 2, 4, 8, 16]
+    assert rows[0][2] < 1e-5  # no padding: nothing to mask, batched = alone even without it
+    fig = masks._plot(rows, {"causal": [2.0, 1.0]}, {"causal": (0.5, 10.0)})
+    with_mask, without = fig.axes[0].lines[:2]
+    assert list(with_mask.get_xdata()) == [0, 2, 4, 8, 16]
+    assert list(without.get_ydata()) == [max(r[2], 1e-9) for r in rows]
+
+
+def test_the_masks_word_corpus_reads_each_side_with_its_own_vocabulary(tmp_path):
+    from nmt.data.corpora import SYNTH_PAIR, load_split
+
+    corpus = masks.word_corpus(tmp_path / "data")
+    sources, targets = load_split(tmp_path / "data", "synth", SYNTH_PAIR, "train")
+    kept = [(s, t) for s, t in zip(sources, targets) if len(s.split()) <= masks.MAX_WORDS]
+    for (src, tgt), (source, line) in list(zip(corpus.train, kept))[:50]:
+        assert " ".join(corpus.tgt_words[i] for i in tgt) == line
+        assert len(src) == len(source.split()) + 1 and src[-1] == masks.EOS
+
+
+def test_the_interventions_figure_draws_each_measure_in_its_panel():
+    fig = trained._plot_interventions({"run": {"same weights": (0.0, 0.0),
+                                               "uniform": (0.25, 0.5)}})
+    (js,), (share,) = ([p.get_height() for p in ax.patches] for ax in fig.axes[:2])
+    assert (js, share) == (0.25, 0.5)

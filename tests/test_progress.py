@@ -54,6 +54,12 @@ def test_the_limit_that_ends_first_wins():
     assert (b.eta, b.limit, b.fraction) == (pytest.approx(50.0), "max_epochs=1", 0.5)
 
 
+def test_the_epoch_limit_counts_epochs_done_as_a_fraction():
+    b = budget(position=0.5, max_epochs=2)  # half an epoch of two: a quarter done
+    assert (b.limit, b.fraction) == ("max_epochs=2", pytest.approx(0.25))
+    assert b.eta == pytest.approx(150.0)  # 1.5 epochs left at 0.5 an epoch in 50 s
+
+
 def test_resumed_run_uses_this_sessions_rate():
     # 250 steps done, of which 50 in this session's 25 s; elapsed counts earlier sessions
     b = budget(step=250, session_steps=50, session_seconds=25.0, elapsed=400.0, max_steps=300)
@@ -106,6 +112,18 @@ def test_terminal_shows_a_bar_with_eta_and_bleu():
     assert "step      5 | loss 2.000" in text
     assert "step 4 · epoch 0 · loss 2.400" in text and "ETA 0:" in text
     assert "(max_steps=10)" in text and "BLEU 12.50" in text and "tok/s" in text
+
+
+def test_the_bar_runs_from_0_to_100_percent_of_the_limit():
+    """4 of max_steps=10 done: the bar's task is at 0.4 of a total of 1, drawn as 40%."""
+    out = Terminal()
+    with TrainDisplay(max_steps=10, stream=out) as display:
+        display.update(step=4, epoch=0, position=0.2, loss=2.4, tokens=1000, seconds=0.1,
+                       elapsed=4.0)
+        (task,) = display.bar.tasks
+        assert (task.total, task.completed) == (1.0, pytest.approx(0.4))
+        display.bar.refresh()
+    assert "40%" in out.getvalue()
 
 
 def test_terminal_counts_sentences():
