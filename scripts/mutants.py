@@ -166,7 +166,17 @@ TESTS = {
     "nmt/core/progress.py": ["tests/test_progress.py"],
     "nmt/core/plotting.py": ["tests/test_plotting.py", "tests/test_data_show.py"],
     "nmt/cli/": ["tests/test_cli.py", "tests/test_bad_inputs.py",
-                 "tests/test_guided.py::test_teachers_and_their_errors"],
+                 "tests/test_guided.py::test_teachers_and_their_errors",
+                 "tests/test_guided.py::test_data_links_computes_eflomals_links_once_and_then_"
+                 "reads_them", "tests/test_lab.py::test_cli_lab_list_and_run",
+                 "tests/test_serve_boundaries.py::test_the_cli_allows_its_address_localhost_"
+                 "and_the_names_given"],
+    "nmt/data/synth.py": ["tests/test_synth.py"],
+    "nmt/data/synth_words.py": ["tests/test_synth.py"],
+    "nmt/data/overview.py": ["tests/test_data_show.py"],
+    "nmt/training/tensorboard.py": ["tests/test_tensorboard.py"],
+    "nmt/core/document.py": ["tests/test_report.py",
+                             "tests/test_lab.py::test_report_embeds_every_figure"],
     # decoding, serving and reporting
     "nmt/decoding/api.py": ["tests/test_api.py", "tests/test_deploy.py"],
     "nmt/decoding/translate.py": ["tests/test_engine_agreement.py", "tests/test_promises_search.py",

@@ -176,6 +176,8 @@ def test_translate_bad_beam(capsys, tmp_path):
 def test_usage_errors_are_one_line_with_exit_2(capsys, args):
     line = assert_user_error(run_cli(capsys, *args))
     assert line.endswith("--help`)"), line  # says where to look
+    if args[0] == "data":  # the subcommand's own help, named as the user typed it
+        assert line.endswith(f"(see `nmt data {args[1]} --help`)"), line
 
 
 def test_debug_shows_the_exception(capsys, tmp_path):

@@ -280,3 +280,25 @@ def test_another_corpus_gets_its_own_default_run_name():
         "transformer_mine_en-de"
     assert load_config(path, ["data.corpus=multi30k"]).name == "transformer"
     assert load_config(path, ["data.corpus=mine", "name=x"]).name == "x"
+
+
+def test_the_joint_plot_shows_train_or_else_the_first_split():
+    from nmt.data.overview import _joint_split
+
+    assert _joint_split(["valid", "train", "test"]) == "train"
+    assert _joint_split(["valid", "test"]) == "valid"
+    assert _joint_split([]) == "train"
+
+
+def test_show_notes_a_split_whose_files_hold_other_than_the_manifest_says(capsys, tmp_path):
+    root = tmp_path / "data"
+    folder = new_corpus(root)
+    code, out, _ = run_cli(capsys, "data", "show", "mine", "--root", root, "--out",
+                           tmp_path / "a.png")
+    assert code == 0 and "note:" not in out  # files as written: nothing to note
+    (folder / "val.de").write_text("ein Mann\n", encoding="utf-8")
+    (folder / "val.en").write_text("a man\n", encoding="utf-8")
+    code, out, _ = run_cli(capsys, "data", "show", "mine", "--root", root, "--out",
+                           tmp_path / "b.png")
+    notes = [line.strip() for line in out.splitlines() if "note:" in line]
+    assert code == 0 and notes == ["note: manifest.json says val has 2 pairs; the files hold 1"]

@@ -422,3 +422,29 @@ def test_adapt_copy_reports_its_first_and_last_step_and_refuses_no_step_or_rate(
             adapt_copy(model, src, tgt, steps, lr, train)
     with pytest.raises(NMTError, match="need lr > 0"):
         next(adapting(model, src, tgt, 0.0, train))
+
+
+def test_data_links_computes_eflomals_links_once_and_then_reads_them(data_root, tmp_path,
+                                                                     capsys):
+    """`nmt data links` of an eflomal teacher: the first call fits and caches the training
+    and validation pairs' links, the second reads the cache (the same counts)."""
+    pytest.importorskip("eflomal")
+    from pathlib import Path
+
+    from nmt.core.config import config_to_dict
+    from tests.test_cli import run_cli
+    from tests.test_run_owns_data import _config, _import, _raw
+
+    root = tmp_path / "data"
+    _import(root, _raw(data_root, tmp_path / "raw", 0))
+    raw = config_to_dict(_config(root, tmp_path / "runs", "l"))
+    raw["guided"] = {"weight": 1.0}
+    (tmp_path / "l.yaml").write_text(json.dumps(raw))
+    first = run_cli(capsys, "data", "links", "--config", tmp_path / "l.yaml")
+    lines = first[1].splitlines()
+    assert first[0] == 0 and lines[2].startswith("wrote "), first
+    cached = Path(lines[2][len("wrote "):]) / "train.links"
+    written = cached.stat().st_mtime_ns
+    again = run_cli(capsys, "data", "links", "--config", tmp_path / "l.yaml")
+    assert again == first and cached.stat().st_mtime_ns == written  # read, not fitted again
+    assert lines[0].startswith("train: 1500 pairs, ") and lines[1].startswith("val: 60 pairs, ")

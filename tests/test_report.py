@@ -216,3 +216,10 @@ def test_the_validation_curve_is_drawn_against_minutes(monkeypatch, tmp_path: Pa
     assert drawn == {"r": ([1.5, 10.0], [3.0, 9.5])}
     assert compare.plot_valid_curve([compare.RunSummary("r", tmp_path, None, [], None, None)],
                                     tmp_path / "none.png") is None
+
+
+def test_a_markdown_table_has_one_rule_cell_per_header():
+    from nmt.core.document import render_markdown
+
+    text = render_markdown([("table", ["run", "BLEU"], [["a", "1.0"]])])
+    assert text.splitlines()[:3] == ["| run | BLEU |", "|---|---|", "| a | 1.0 |"]

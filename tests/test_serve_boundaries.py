@@ -219,6 +219,7 @@ def test_the_cli_allows_its_address_localhost_and_the_names_given():
     assert allowed_hosts("127.0.0.1", ["nmt.example.org"]) == [
         "127.0.0.1", "localhost", "127.0.0.1", "::1", "nmt.example.org"]
     assert allowed_hosts("[::1]", [])[0] == "::1"
-    for bad in ("nmt.*.org", "*example.org"):
+    assert allowed_hosts("127.0.0.1", ["*.example.org", "*"])[-2:] == ["*.example.org", "*"]
+    for bad in ("nmt.*.org", "*example.org", "example.*"):
         with pytest.raises(NMTError, match="--allow-host"):
             allowed_hosts("127.0.0.1", [bad])
