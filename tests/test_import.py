@@ -368,6 +368,27 @@ def test_train_runs_on_an_imported_corpus(tmp_path, capsys):
     assert (tmp_path / "runs").is_dir() and any((tmp_path / "runs").rglob("last.pt"))
 
 
+def test_an_import_without_val_says_so_and_training_names_the_remedy(tmp_path, capsys):
+    """Two files hold no validation split: the import's summary says how to draw one, and
+    `nmt train` on it fails before training with the same remedy, naming the splits it has."""
+    root, tsv = tmp_path / "data", write_tsv(tmp_path / "tm.tsv", make_pairs())
+    code, out, _ = run_cli(capsys, "data", "import", "mine", "--pair", "de-en", "--tsv", tsv,
+                           "--root", root)
+    assert code == 0 and out.splitlines()[-1].startswith("note: no 'val' split")
+    assert "--valid-size N" in out.splitlines()[-1]
+    code, out, _ = run_cli(capsys, "data", "import", "mine", "--pair", "de-en", "--tsv", tsv,
+                           "--root", root, "--valid-size", "20")
+    assert code == 0 and "note: no 'val'" not in out
+    import_from("bare", "de-en", root, tsv=tsv)
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(f"runs_dir: {tmp_path / 'runs'}\n"
+                   f"data: {{root: {root}, corpus: bare, pair: de-en, test: train}}\n"
+                   "model: {family: bahdanau, emb_size: 16, hidden_size: 16}\n")
+    assert_user_error(run_cli(capsys, "train", "--config", cfg),
+                      "split 'val' is not in", "(it has: train)", "--valid-size N")
+    assert [p.name for p in (tmp_path / "runs").rglob("*")] == ["tiny", ".lock"]  # no work
+
+
 def test_the_progress_shows_pairs_per_second():
     class Terminal(io.StringIO):
         def isatty(self):

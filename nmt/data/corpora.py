@@ -205,7 +205,9 @@ def split_paths(root: Path, corpus: str, pair: str, split: str) -> tuple[Path, P
         splits = sorted(p.name[:-len(src) - 1] for p in directory.glob(f"*.{src}"))
         if splits and split not in splits:
             raise NMTError(f"{missing}: not found; split '{split}' is not in {directory} "
-                           f"(it has: {', '.join(splits)})")
+                           f"(it has: {', '.join(splits)}); name one of those (data.valid, "
+                           "data.test, --split), or draw it at import: `nmt data import` "
+                           "with --valid-size N / --test-size N")
         verb = (f"`nmt data download {corpus} --pair {pair} [--from DIR]`" if corpus in PRESETS
                 else f"`nmt data import {corpus} --pair {pair} --files SRC TGT` (or --from, "
                      "--tsv, --hf: docs/data.md)")

@@ -101,6 +101,10 @@ class Imported:
         speed = self.pairs / self.seconds if self.seconds else 0.0
         out.append(f"read {self.pairs:,} pairs in {self.seconds:.1f} s ({speed:,.0f} pairs/s)")
         out.append(f"wrote {self.folder}")
+        if "val" not in self.manifest["splits"]:
+            out.append("note: no 'val' split, which `nmt train` validates on (data.valid); "
+                       "import again with --valid-size N to draw one from the training "
+                       "pairs, or train with --set data.valid=SPLIT")
         return out
 
 
