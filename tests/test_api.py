@@ -278,6 +278,25 @@ def test_the_api_refuses_bad_arguments_with_one_line_naming_them(runs, call, nam
     assert "\n" not in message and message.startswith(named), message
 
 
+def test_a_sampler_out_of_range_or_of_another_type_is_a_one_line_error(runs):
+    """Sampling's docstring: top-k (k > 0) or top-p (0 < p <= 1) at a temperature; a
+    negative temperature, a p above 1 or a negative k is refused where it is built, not
+    read as greedy or as no cut, and `translate(sampling="top-k:5")` names the class."""
+    for bad, named in ((dict(top_k=-3), "top_k=-3"), (dict(top_k=2.5), "top_k=2.5"),
+                       (dict(top_p=2.0), "top_p=2.0"), (dict(top_p=0.0), "top_p=0.0"),
+                       (dict(temperature=-1.0), "temperature=-1.0"),
+                       (dict(temperature=float("inf")), "temperature=inf"),
+                       (dict(top_k=True), "top_k=True"), (dict(seed=1.5), "seed=1.5")):
+        with pytest.raises(nmt.core.errors.NMTError, match=f"^Sampling {named}: expected"):
+            Sampling(**bad)
+    assert Sampling(top_k=0, top_p=1.0, temperature=0.0, seed=-2).temperature == 0.0
+    model = nmt.load(runs["bahdanau"])
+    with pytest.raises(nmt.core.errors.NMTError, match="^sampling: expected nmt.api.Sampling.*got str$"):
+        model.translate(["ein hund"], sampling="top-k:5")
+    with pytest.raises(nmt.core.errors.NMTError, match="temperature=-0.5"):
+        Sampling.parse("top-k:5", temperature=-0.5)
+
+
 def test_the_smallest_top_k_and_the_longest_source_kept_whole():
     """`--sampling top-k:1` is a valid sampler (K >= 1); clip_source keeps a source of
     MAX_SOURCE subwords whole and cuts a longer one to MAX_SOURCE, its EOS kept."""

@@ -13,6 +13,7 @@ the API give the same results by construction.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -131,6 +132,19 @@ class Sampling:
     temperature: float = 1.0
     seed: int = 0
 
+    def __post_init__(self):
+        def number(value, kinds=(int, float)) -> bool:
+            return isinstance(value, kinds) and not isinstance(value, bool)
+
+        checks = (("top_k", number(self.top_k, int) and self.top_k >= 0, "a whole number >= 0"),
+                  ("top_p", number(self.top_p) and 0.0 < self.top_p <= 1.0, "0 < top_p <= 1"),
+                  ("temperature", number(self.temperature) and 0.0 <= self.temperature < math.inf,
+                   "a number >= 0 (near 0: greedy)"),
+                  ("seed", number(self.seed, int), "a whole number"))
+        for name, ok, expected in checks:
+            if not ok:
+                raise NMTError(f"Sampling {name}={getattr(self, name)!r}: expected {expected}")
+
     @classmethod
     def parse(cls, text: str, temperature: float = 1.0, seed: int = 0) -> Sampling:
         """`top-k:K` or `top-p:P`, as `nmt translate --sampling` takes them."""
@@ -221,6 +235,9 @@ class Model:
         _count(beam, "beam", allow_none=True)
         _count(n_best, "n_best")
         if sampling is not None:
+            if not isinstance(sampling, Sampling):
+                raise NMTError(f"sampling: expected nmt.api.Sampling, e.g. Sampling(top_k=10) or "
+                               f"Sampling.parse('top-p:0.9'), got {type(sampling).__name__}")
             if n_best > 1:
                 raise NMTError("sampling draws one translation per sentence; drop n_best")
             return 1
