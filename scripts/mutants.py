@@ -188,6 +188,17 @@ TESTS = {
                    "tests/test_serve_limits.py"],
     "nmt/core/checkpoint.py": ["tests/test_checkpoint.py", "tests/test_export_safety.py"],
     "nmt/report/compare.py": ["tests/test_report.py", "tests/test_statistical.py"],
+    "nmt/report/align_plots.py": ["tests/test_align.py", "tests/test_bad_inputs.py"],
+    # the machine a figure names, memory, one-line errors, the engines' shared limits
+    "nmt/core/machine.py": ["tests/test_machine_and_memory.py", "tests/test_probe_and_config.py",
+                            PUBLISH[0]],
+    "nmt/core/memory.py": ["tests/test_machine_and_memory.py", "tests/test_probe_and_config.py",
+                           "tests/test_promises_train.py::test_release_free_memory_hands_"
+                           "freed_heap_pages_back"],
+    "nmt/core/errors.py": ["tests/test_machine_and_memory.py", "tests/test_cli.py",
+                           "tests/test_bad_inputs.py"],
+    "nmt/core/engine.py": ["tests/test_engine_agreement.py", "tests/test_limits.py",
+                           "tests/test_deploy.py"],
     "nmt/explore/": ["tests/test_explore.py"],
     "nmt/models/transformer.py": EQUATIONS + ["tests/test_attention.py", "tests/test_models.py",
                                               "tests/test_limits.py", "tests/test_guided.py::"

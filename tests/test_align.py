@@ -193,3 +193,41 @@ def test_threshold_links_keep_only_confident_cells(runs, tmp_path, capsys):
                 assert set(map(tuple, r.links)) == strong
         counts[method] = sum(len(r.links) for r in records)
     assert counts["threshold"] < counts["argmax"]
+
+
+def test_over_training_grid_draws_one_sentence_at_every_snapshot_in_step_order(tmp_path,
+                                                                                monkeypatch):
+    """nmt.report.align_plots.over_training_grid: one panel per snapshot, titled by the step
+    its file names, in step order, holding the chosen sentence's weights; a frame per step
+    and a GIF beside the grid; a sentence past the snapshots is a one-line error."""
+    from PIL import Image
+
+    from nmt.align.io import save_alignments
+    from nmt.align.records import AlignmentRecord
+    from nmt.core.errors import NMTError
+    from nmt.report import align_plots
+
+    steps = tmp_path / "run" / "align" / "steps"
+    steps.mkdir(parents=True)
+    for step in (2000, 100):
+        records = []
+        for index in range(2):
+            w = np.full((2, 3), (index + 1) * step / 10_000, dtype=np.float32)
+            records.append(AlignmentRecord(index, ["a", "b", "</s>"], ["x", "</s>"],
+                                           w[None, None], ["a", "b", "</s>"], ["x", "</s>"], w))
+        save_alignments(steps / f"step{step:08d}.npz", records)
+    drawn = []
+    real = align_plots.plot_grid
+    monkeypatch.setattr(align_plots, "plot_grid",
+                        lambda panels, *rest: drawn.append(panels) or real(panels, *rest))
+    out = tmp_path / "out"
+    grid = align_plots.over_training_grid(tmp_path / "run", 1, out, "png")
+    assert grid == out / "over_training_sentence1.png" and grid.read_bytes()[:4] == b"\x89PNG"
+    [panels] = drawn
+    assert [title for title, _ in panels] == ["step 100", "step 2000"]
+    assert [float(w[0, 0]) for _, w in panels] == pytest.approx([0.02, 0.4])  # sentence 1
+    assert (out / "frame_00000100.png").is_file() and (out / "frame_00002000.png").is_file()
+    with Image.open(out / "over_training_sentence1.gif") as gif:
+        assert gif.format == "GIF" and gif.n_frames == 2
+    with pytest.raises(NMTError, match=r"^--sentence 2: snapshots hold 2 sentences$"):
+        align_plots.over_training_grid(tmp_path / "run", 2, out, "png")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -159,6 +160,8 @@ def test_item7_any_length_ratio_gives_both_engines_one_finite_limit(runs, neutra
     from nmt.decoding.export import POSITIONS
 
     assert MAX_STEPS <= POSITIONS
+    deploy = (Path(__file__).resolve().parents[1] / "docs" / "deploy.md").read_text()
+    assert f"at most {MAX_STEPS:,} steps, the exported position" in deploy  # the page's limit
     for ratio in (math.inf, 1e30, math.nan, 5000.0):
         assert max_length(7, ratio, 10) == MAX_STEPS
     assert max_length(7, 1.5, 10) == 20 and max_length(7, 0.1, 0) == 1

@@ -21,7 +21,8 @@ class Interrupted(KeyboardInterrupt):
 
 
 def one_line(exc: BaseException, limit: int = 120) -> str:
-    """The first line of an exception's message (or its type), cut to `limit` characters:
-    the part of a library's error worth showing inside our one-line message."""
-    text = str(exc)
-    return text.splitlines()[0][:limit] if text.strip() else type(exc).__name__
+    """The first line of an exception's message that holds text (else its type), cut to
+    `limit` characters: the part of a library's error worth showing inside our one-line
+    message."""
+    line = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    return line[:limit] if line else type(exc).__name__
