@@ -119,6 +119,8 @@ TESTS = {
     "nmt/data/pipeline.py": ["tests/test_import.py", "tests/test_corpora.py",
                              "tests/test_promises_data.py", "tests/test_run_owns_data.py",
                              "tests/test_data_edges.py"],
+    "nmt/data/hub.py": ["tests/test_import.py", "tests/test_streaming.py",
+                        "tests/test_promises_data.py"],
     "nmt/data/sources.py": ["tests/test_import.py", "tests/test_streaming.py",
                             "tests/test_promises_data.py", "tests/test_run_owns_data.py",
                             "tests/test_data_edges.py"],

@@ -182,6 +182,9 @@ def test_a_multi30k_like_hub_folder_keeps_its_own_splits(tmp_path, offline):
         import_from("m2", "fr-en", tmp_path / "data", hf=str(hub))
     named = import_from("m3", "fr-en", tmp_path / "data", hf=str(hub), fields="de,en")
     assert named.manifest["splits"]["train"]["lines"] == 100
+    import datasets  # reading a hub source quiets datasets' log and gives its level back
+
+    assert datasets.logging.get_verbosity() == datasets.logging.WARNING
 
 
 def filter_corpus(tmp_path: Path) -> Path:
@@ -306,10 +309,22 @@ BAD = {
                                                       "--revision refs/convert/parquet"]),
     "unknown-hub-id": lambda t: (["--hf", "nobody/no-such-corpus"],
                                  ["could not load 'nobody/no-such-corpus'"]),
+    "hub-broken-json": lambda t: (
+        ["--hf", _jsonl_rows(t, '{"de": "ein Hund", "en": "a dog"}', '{broken')],
+        ["split 'train' from its start: could not read (JSON parse error"]),
+    "hub-number-field": lambda t: (
+        ["--hf", _jsonl_rows(t, '{"de": "ein Hund", "en": "a dog"}', '{"de": 5, "en": "five"}')],
+        ["split 'train' row 2: field 'de' holds int, not text", "--fields SRC_FIELD,TGT_FIELD"]),
     "no-train-split": lambda t: (
         ["--hf", write_jsonl_hub(t / "evalonly", {"validation": [("a b", "c d")]})],
         ["no split is called 'train' (it has: val)", "--split-map"]),
 }
+
+
+def _jsonl_rows(tmp_path: Path, *rows: str) -> Path:
+    (tmp_path / "rows").mkdir()
+    (tmp_path / "rows" / "train.jsonl").write_text("".join(row + "\n" for row in rows))
+    return tmp_path / "rows"
 
 
 def _script_dataset(tmp_path: Path) -> list:

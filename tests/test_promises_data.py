@@ -12,8 +12,9 @@ from nmt.core import scratch as scratch_module
 from nmt.core.errors import NMTError
 from nmt.core.scratch import swap_in
 from nmt.data.batching import Batches
+from nmt.data.hub import Hub
 from nmt.data.pipeline import Filters, run
-from nmt.data.sources import FilePair, Folder, Hub, Tsv
+from nmt.data.sources import FilePair, Folder, Tsv
 from nmt.data.store import open_store, token_dtype, write_store
 from nmt.data.subwords import training_sample
 

@@ -27,7 +27,8 @@ from nmt.core.errors import NMTError
 from nmt.core.progress import rate
 from nmt.data.corpora import BOM, normalise
 from nmt.data.folder import SplitFiles, check_name, split_pair, staged, write_manifest
-from nmt.data.sources import PRESETS, FilePair, Folder, Hub, Source, Tsv
+from nmt.data.hub import Hub
+from nmt.data.sources import PRESETS, FilePair, Folder, Source, Tsv
 
 NORMALISATION = "NFC, whitespace collapsed, BOM dropped"
 ORDER = ("empty", "min_words", "max_words", "max_ratio", "same", "overlap", "duplicates")

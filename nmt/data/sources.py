@@ -1,5 +1,5 @@
 """Where an import's sentence pairs come from: parallel files, a folder of splits, a TSV, a
-Hugging Face dataset (docs/data.md, "Import your own corpus").
+Hugging Face dataset (nmt/data/hub.py; docs/data.md, "Import your own corpus").
 
 A source yields `(split, source line, target line)` one pair at a time (split None: the
 training pairs of a source without splits), raw: normalising and filtering come after
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 from nmt.core.errors import NMTError, one_line
-from nmt.data.folder import check_split, sha256_file
+from nmt.data.folder import sha256_file
 
 Pair = tuple[str | None, str, str]
 
@@ -39,8 +39,6 @@ PRESETS: dict[str, dict] = {
                     "overlap": False, "duplicates": False},
     },
 }
-HUB_SPLITS = {"train": "train", "validation": "val", "valid": "val", "dev": "val",
-              "test": "test"}  # hub split -> ours; other splits keep their names
 SPLIT_FILE = re.compile(r"(train|(?:val|valid|validation|dev|test)(?:[0-9_-][A-Za-z0-9_-]*)?)"
                         r"\.([A-Za-z0-9_]+)(\.gz|\.xz)?")  # `--from`: {split}.{lang}[.gz|.xz]
 BREAKS = {"\r": "CARRIAGE RETURN", "\x0b": "LINE TABULATION", "\x0c": "FORM FEED",
@@ -318,76 +316,3 @@ class Tsv:
                            f"{width}: a tab inside a sentence would shift the columns; fix the "
                            "row, or pass --extra-columns if the extra cells are meant")
         return None, cells[columns[0]], cells[columns[1]]
-
-
-class Hub:
-    """`--hf ID_OR_PATH`: a Hugging Face dataset (a local folder works the same), streamed.
-    Rows hold a `translation` dict (wmt, opus) or flat columns (multi30k); `fields` names
-    the two keys when they are not the language codes."""
-
-    def __init__(self, dataset: str, src: str, tgt: str, *, config: str | None = None,
-                 revision: str | None = None, split_map: dict[str, str] | None = None,
-                 fields: tuple[str, str] | None = None):
-        self.id, self.config, self.revision = dataset, config, revision
-        self.label = dataset
-        self.split_map = {**HUB_SPLITS, **(split_map or {})}
-        self.fields = fields or (src, tgt)
-        self.data = self._load()
-        ours = {hub: self.split_map.get(hub, hub) for hub in self.data}
-        for hub, split in ours.items():
-            check_split(split, f"{self.id} split '{hub}'")
-        if len(set(ours.values())) < len(ours):
-            raise NMTError(f"{self.id}: --split-map sends two splits to one name ({ours})")
-        self.splits = ours
-
-    def _load(self):
-        try:
-            import datasets  # start-up: datasets (seconds to import) only for --hf
-
-            return datasets.load_dataset(self.id, self.config, revision=self.revision,
-                                         streaming=True)
-        except Exception as exc:  # noqa: BLE001 - any hub failure becomes one clear line
-            if "scripts are no longer supported" in str(exc):
-                raise NMTError(f"{self.id} is a script-based dataset, which datasets 4 no longer "
-                               "runs; import its parquet branch: --revision refs/convert/parquet"
-                               ) from None
-            raise NMTError(f"could not load '{self.id}' with Hugging Face datasets "
-                           f"({one_line(exc)}); check the id, --config and --revision, or "
-                           "import local files with --files, --from DIR or --tsv") from None
-
-    def split_names(self) -> list[str]:
-        return list(self.splits.values())
-
-    def describe(self) -> dict:
-        return {"kind": "hf", "id": self.id, "config": self.config, "revision": self.revision,
-                "split_map": self.splits, "fields": list(self.fields)}
-
-    def __iter__(self) -> Iterator[Pair]:
-        for hub, split in self.splits.items():
-            rows = iter(self.data[hub])
-            number = 0
-            while True:
-                try:
-                    row = next(rows, None)
-                except Exception as exc:  # noqa: BLE001 - a network or file failure mid-stream
-                    raise NMTError(f"{self.id} split '{hub}' row {number + 1}: could not read "
-                                   f"({one_line(exc)})") from None
-                if row is None:
-                    break
-                number += 1
-                yield split, *self._row(row, hub, number)
-
-    def _row(self, row: dict, hub: str, number: int) -> tuple[str, str]:
-        table = row["translation"] if isinstance(row.get("translation"), dict) else row
-        texts = []
-        for field in self.fields:
-            if field not in table:
-                raise NMTError(f"{self.id} split '{hub}' row {number}: no field '{field}' (it "
-                               f"has: {', '.join(map(str, table))}); name the two with "
-                               "--fields SRC_FIELD,TGT_FIELD")
-            text = "" if table[field] is None else table[field]
-            if not isinstance(text, str):
-                raise NMTError(f"{self.id} split '{hub}' row {number}: field '{field}' holds "
-                               f"{type(text).__name__}, not text")
-            texts.append(text)
-        return texts[0], texts[1]
