@@ -22,7 +22,7 @@ from nmt.decoding.publish import publish
 from nmt.decoding.search import max_length
 from nmt.decoding.translate import nbest_ids
 from nmt.training.trainer import Trainer
-from tests.test_cli import run_cli
+from tests.test_cli import assert_user_error, run_cli
 from tests.test_train import MODELS, tiny_config
 
 REPO = Path(__file__).resolve().parent.parent
@@ -331,6 +331,29 @@ def test_every_verb_reads_a_hub_model_as_its_run(published, tmp_path, monkeypatc
     served = load_runs(["hf:org/tiny"], say=lambda line: None)
     assert [s.model.translate(["the dog"], beam=1)[0].text for s in served] == \
         [nmt.load(run).translate(["the dog"], beam=1)[0].text]
+
+
+def test_compare_and_explore_take_a_run_beside_its_published_copy(published, tmp_path, capsys):
+    """A published copy keeps its run's name: `nmt compare` labels the two by their folders
+    (the same folder twice is still refused), and `nmt explore`, which reads a run's saved
+    alignments, says how to write the folder's elsewhere, since it is never written."""
+    run, folder = published["bahdanau"]
+    code, _, err = run_cli(capsys, "compare", run, folder, "--out", tmp_path / "report")
+    assert code == 0, err
+    rows = [line.split(" | ")[0] for line in
+            (tmp_path / "report" / "report.md").read_text().splitlines() if line.startswith("| ")]
+    assert rows[1:] == ["| runs/bahdanau", "| models/bahdanau"]  # both folders: bahdanau
+    assert_user_error(run_cli(capsys, "compare", run, f"{run}/", "--out", tmp_path / "r2"),
+                      f"run name '{run.name}' appears twice", "pass each run once")
+    assert_user_error(run_cli(capsys, "explore", run, folder, "--out", tmp_path / "x.html"),
+                      f"{folder}: a published model holds no alignments",
+                      f"`nmt align --run {folder} --split test --out DIR`", "--align-dir DIR")
+    out = tmp_path / "aligned"
+    assert run_cli(capsys, "align", "--run", folder, "--split", "test", "--limit", "12",
+                   "--plot", "0", "--out", out)[0] == 0
+    code, _, err = run_cli(capsys, "explore", run, "--align-dir", out, "--out", tmp_path / "x.html")
+    assert code == 0 and (tmp_path / "x.html").is_file(), err
+    assert not (folder / "align").exists()
 
 
 def test_a_guided_runs_alignment_head_is_named_in_its_config_and_card(data_root, tmp_path):

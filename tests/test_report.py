@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -125,6 +127,25 @@ def test_table_groups_seeds_with_mean_and_std(report: Path) -> None:
     assert row[8:10] == ["21.00 ± 1.41", "52.00 ± 2.83"]  # test BLEU, chrF
     assert row[10:] == ["0.250 ± 0.071", "0.500 ± 0.000", "1.10 ± 0.14"]
     assert "| luong_s1 |" not in report.read_text()  # no separate row per seed
+
+
+def test_a_seed_is_grouped_once_and_a_clashing_name_is_labelled_by_its_path(
+        runs: list[Path], tmp_path: Path) -> None:
+    """nmt.report.compare: a run beside a copy of itself (same name, same seed, the case of
+    a published folder) gives two rows labelled by their paths, not a seed group of n = 2
+    with a spread of zero; a third seed joins the first row's group."""
+    copy = tmp_path / "copies" / "luong_s1"
+    shutil.copytree(runs[0], copy)
+    s3 = make_run(tmp_path / "more", "luong_s3", LUONG, 3, {"test": split_scores(
+        24.0, 56.0, {"entropy": 1.0, "aer": 0.30, "diagonal_aer": 0.5})}, [10.0], 10.0,
+        Tied(), align=True)
+    md = compare_runs([runs[0], copy, s3], tmp_path / "cmp")
+    base = Path(os.path.commonpath([runs[0].resolve(), copy.resolve()]))
+    label, copied = (p.resolve().relative_to(base).as_posix() for p in (runs[0], copy))
+    assert label.endswith("/luong_s1") and copied.endswith("/copies/luong_s1")
+    first = f"{label}, luong_s3 (seeds 1, 3)"
+    assert table_row(md, first)[2] == "2" and table_row(md, copied)[2] == "1"
+    assert table_row(md, first)[8] == "22.00 ± 2.83"  # test BLEU of seeds 1 and 3
 
 
 def test_fixed_context_row_and_footnote(report: Path) -> None:

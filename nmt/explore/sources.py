@@ -23,6 +23,7 @@ from nmt.core.rundir import RunDir
 from nmt.data.corpora import corpus_gold
 from nmt.data.links import GoldAlignment, read_gold
 from nmt.models import MODELS
+from nmt.models.published import is_published
 from nmt.models.runs import load_config
 
 
@@ -102,6 +103,10 @@ def _run_sets(run: Path, split: str | None, sources: Sources) -> list[RecordSet]
             sources.notes.append(f"{run.name}: {cfg.model.family} has no attention; left out "
                                  "(align it with `nmt align --method saliency`)")
             return []
+        if is_published(run):  # a published folder is never written
+            raise NMTError(f"{run}: a published model holds no alignments; write them with "
+                           f"`nmt align --run {run} --split {split} --out DIR` and pass "
+                           "--align-dir DIR")
         raise NMTError(f"{npz}: no alignments of split {split!r}; write them with "
                        f"`nmt evaluate --run {run} --split {split}`")
     if sources.gold_path is None:

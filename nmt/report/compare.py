@@ -8,6 +8,7 @@ against training time, and side-by-side attention grids of a few test sentences.
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -145,13 +146,16 @@ def run_values(run: RunSummary) -> dict[str, float | None]:
 
 
 def group_by_seed(runs: list[RunSummary]) -> list[Row]:
-    """Rows in input order; runs whose configs differ only by `name` and `train.seed` share one."""
+    """Rows in input order; runs differing only by `name` and `train.seed`, each seed once, share one."""
     rows: dict[str, Row] = {}
     for run in runs:
         raw = config_to_dict(run.cfg)
         raw.pop("name")
         raw["train"].pop("seed")
-        rows.setdefault(json.dumps(raw, sort_keys=True), Row([])).runs.append(run)
+        key = json.dumps(raw, sort_keys=True)
+        while key in rows and run.cfg.train.seed in [r.cfg.train.seed for r in rows[key].runs]:
+            key += " again"
+        rows.setdefault(key, Row([])).runs.append(run)
     for row in rows.values():
         values = [run_values(r) for r in row.runs]
         row.values = {key: [v[key] for v in values] for key, _, _ in COLUMNS}
@@ -343,9 +347,13 @@ def _load_all(run_paths: list[Path], split: str | None) -> tuple[list[RunSummary
     configs = [load_config(p) for p in run_paths]
     split = split or configs[0].data.test
     runs = [load_summary(Path(p), split) for p in run_paths]
+    clash = [r for r in runs if [q.name for q in runs].count(r.name) > 1]
+    base = os.path.commonpath([r.path.resolve() for r in clash]) if clash else ""
+    for r in clash:  # a published copy keeps its run's name: label each by its own path
+        if r.path.resolve() != Path(base):
+            r.name = r.path.resolve().relative_to(base).as_posix()
     names = [r.name for r in runs]
-    dup = next((n for n in names if names.count(n) > 1), None)
-    if dup:
+    if dup := next((n for n in names if names.count(n) > 1), None):
         paths = ", ".join(str(r.path) for r in runs if r.name == dup)
         raise NMTError(f"run name {dup!r} appears twice ({paths}); pass each run once")
     return runs, split
