@@ -383,6 +383,29 @@ def test_train_runs_on_an_imported_corpus(tmp_path, capsys):
     assert (tmp_path / "runs").is_dir() and any((tmp_path / "runs").rglob("last.pt"))
 
 
+@pytest.mark.parametrize("name", ["dev", "valid", "validation"])
+def test_a_folders_dev_split_becomes_val_as_a_hub_datasets_does(tmp_path, offline, name):
+    """Folder's docstring: valid, validation and dev become val (SPLIT_NAMES), as they do
+    from the hub, so `nmt train`'s data.valid finds them; a suffixed one keeps its name."""
+    pairs = make_pairs(140)
+    splits = {"train": pairs[:100], name: pairs[100:110], "test": pairs[110:120]}
+    hub = import_from("h", "de-en", tmp_path / "data",
+                      hf=str(write_jsonl_hub(tmp_path / "hub", splits)))
+    splits[f"{name}2"] = pairs[120:130]  # (datasets reads a hub folder's dev2 as validation)
+    folder = import_from("f", "de-en", tmp_path / "data",
+                         from_dir=write_dir(tmp_path / "raw", splits))
+    assert {s: e["lines"] for s, e in hub.manifest["splits"].items()} == {
+        "train": 100, "val": 10, "test": 10}
+    assert {s: e["lines"] for s, e in folder.manifest["splits"].items()} == {
+        "train": 100, "val": 10, "test": 10, f"{name}2": 10}
+    assert load_split(tmp_path / "data", "f", "de-en", "val") == (
+        [p[0] for p in pairs[100:110]], [p[1] for p in pairs[100:110]])
+    both = write_dir(tmp_path / "both", {"train": pairs[:100], "dev": pairs[100:110],
+                                         "val": pairs[110:120]})
+    with pytest.raises(NMTError, match=r"both.*: dev\.\* and val\.\* are both the 'val' split"):
+        import_from("b", "de-en", tmp_path / "data", from_dir=both)
+
+
 def test_an_import_without_val_says_so_and_training_names_the_remedy(tmp_path, capsys):
     """Two files hold no validation split: the import's summary says how to draw one, and
     `nmt train` on it fails before training with the same remedy, naming the splits it has."""

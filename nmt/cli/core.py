@@ -49,7 +49,7 @@ def data_import(
     files: Annotated[tuple[Path, Path] | None, typer.Option(
         help="two line-aligned files SRC TGT (.gz, .xz too)")] = None,
     from_dir: Annotated[Path | None, typer.Option(
-        "--from", help="a folder of {split}.{lang}[.gz|.xz] files (train, val, dev, test*)")
+        "--from", help="a folder of {split}.{lang}[.gz|.xz] files (train, val, test*; dev -> val)")
     ] = None,
     tsv: Annotated[Path | None, typer.Option(help="a tab-separated file, one pair a row")] = None,
     columns: Annotated[str | None, typer.Option(

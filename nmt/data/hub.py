@@ -9,10 +9,7 @@ from contextlib import contextmanager
 
 from nmt.core.errors import NMTError, one_line
 from nmt.data.folder import check_split
-from nmt.data.sources import Pair
-
-HUB_SPLITS = {"train": "train", "validation": "val", "valid": "val", "dev": "val",
-              "test": "test"}  # hub split -> ours; other splits keep their names
+from nmt.data.sources import SPLIT_NAMES, Pair
 
 
 @contextmanager
@@ -39,7 +36,7 @@ class Hub:
                  fields: tuple[str, str] | None = None):
         self.id, self.config, self.revision = dataset, config, revision
         self.label = dataset
-        self.split_map = {**HUB_SPLITS, **(split_map or {})}
+        self.split_map = {**SPLIT_NAMES, **(split_map or {})}
         self.fields = fields or (src, tgt)
         self.data = self._load()
         ours = {hub: self.split_map.get(hub, hub) for hub in self.data}

@@ -39,6 +39,8 @@ PRESETS: dict[str, dict] = {
                     "overlap": False, "duplicates": False},
     },
 }
+SPLIT_NAMES = {"train": "train", "validation": "val", "valid": "val", "dev": "val",
+               "test": "test"}  # a source's split -> ours (hub and folder); others keep theirs
 SPLIT_FILE = re.compile(r"(train|(?:val|valid|validation|dev|test)(?:[0-9_-][A-Za-z0-9_-]*)?)"
                         r"\.([A-Za-z0-9_]+)(\.gz|\.xz)?")  # `--from`: {split}.{lang}[.gz|.xz]
 BREAKS = {"\r": "CARRIAGE RETURN", "\x0b": "LINE TABULATION", "\x0c": "FORM FEED",
@@ -207,7 +209,8 @@ def file_hashes(paths, read: dict[str, str]) -> dict[str, str]:
 
 class Folder:
     """`--from DIR`: `{split}.{lang}[.gz|.xz]` files, splits named as found: train, and
-    val, valid, validation, dev, test, each alone or with a suffix (dev2, test_2016_flickr)."""
+    val, valid, validation, dev, test, each alone or with a suffix (dev2, test_2016_flickr);
+    valid, validation and dev become val, as a hub dataset's do (SPLIT_NAMES)."""
 
     def __init__(self, directory: Path, src: str, tgt: str):
         self.directory, self.langs = Path(directory), (src, tgt)
@@ -237,7 +240,14 @@ class Folder:
             src, tgt = self.langs
             raise NMTError(f"{self.directory}: no train.{src} / train.{tgt} (.gz, .xz) files "
                            "found")
-        return found
+        ours: dict[str, str] = {}  # our split -> the files' name for it
+        for name in found:
+            split = SPLIT_NAMES.get(name, name)
+            if split in ours:
+                raise NMTError(f"{self.directory}: {ours[split]}.* and {name}.* are both the "
+                               f"'{split}' split; keep one, or rename the other (e.g. {name}2)")
+            ours[split] = name
+        return {split: found[name] for split, name in ours.items()}
 
     def split_names(self) -> list[str]:
         return list(self.files)
