@@ -232,6 +232,21 @@ def _(env):
     return ["train", "--config", cfg], [str(cfg), "'model.family'", "'rnnsearch'", "bahdanau"]
 
 
+@case("config-vocab-below-the-characters")
+def _(env):
+    cfg = env.config("model: {family: bahdanau}\n").read_text().replace("size: 200", "size: 5")
+    cfg = env.file("cfg.yaml", cfg)
+    return ["train", "--config", cfg], ["vocab.size=5 is below the", "set vocab.size to at least"]
+
+
+@case("config-max-len-below-every-pair")
+def _(env):
+    cfg = env.config("model: {family: bahdanau}\n").read_text().replace("max_len: 12", "max_len: 1")
+    cfg = env.file("cfg.yaml", cfg)
+    return ["train", "--config", cfg], ["no training pairs of at most data.max_len=1 subwords",
+                                        "raise data.max_len"]
+
+
 @case("config-unknown-scorer")
 def _(env):
     cfg = env.config("model: {family: luong, score: cosine}\n")

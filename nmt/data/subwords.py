@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import random
+import re
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -166,6 +167,10 @@ def _train_one(lines_files: list[Path], prefix: Path, cfg) -> None:
             minloglevel=2, num_threads=2,
         )
     except RuntimeError as exc:
+        if small := re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(exc)):
+            raise NMTError(f"vocab.size={cfg.size} is below the {small[1]} pieces the corpus's "
+                           f"characters and the special tokens need; set vocab.size to at "
+                           f"least {small[1]} (or lower vocab.character_coverage)") from None
         names = ", ".join(str(path) for path in lines_files)
         raise NMTError(f"SentencePiece training failed on {names}: {one_line(exc)}") from None
     prefix.with_suffix(".model").write_bytes(model.getvalue())

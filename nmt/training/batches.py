@@ -65,7 +65,8 @@ def load_data(cfg: Config, resume: bool = False, quiet: bool = False) -> Data:
     src, tgt = pin.store(cfg.data.train, vocab)
     keep = filter_long(src, tgt, cfg.data.max_len)
     if not len(keep):
-        raise NMTError(f"no training pairs of at most data.max_len={cfg.data.max_len} subwords")
+        raise NMTError(f"no training pairs of at most data.max_len={cfg.data.max_len} subwords "
+                       f"(of {len(src):,}); raise data.max_len")
     v_src, v_tgt = pin.store(cfg.data.valid, vocab)
     n = min(cfg.train.valid_sentences or len(v_src), len(v_src))
     refs = head_lines(pin.paths(cfg.data.valid)[1], n)  # the first n, not the whole split
