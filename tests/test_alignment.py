@@ -229,6 +229,10 @@ def test_attention_entropy_and_mass_on() -> None:
     assert mass_on(b, [0, 1]) == pytest.approx(1.0)
     with pytest.raises(ValueError):
         mass_on(b, [2])
+    tall = np.array([[0.5, 0.5], [0.9, 0.1], [0.2, 0.8]])  # 3 rows, 2 columns
+    assert mass_on(tall, [-2]) == pytest.approx(1.6 / 3)
+    with pytest.raises(ValueError, match=r"columns \[-3\] out of range .* 2 columns"):
+        mass_on(tall, [-3])  # bounded by the columns, not the rows
 
 
 def test_diagonal_links() -> None:

@@ -200,3 +200,23 @@ def test_departure_options_default_to_the_papers_and_are_validated():
     with pytest.raises(ValueError, match="enc_layers == dec_layers"):
         build("luong", enc_layers=2, dec_layers=1)  # built without the config's validation
     assert build("luong", enc_layers=2, dec_layers=1, decoder_init="bridge").bridge is not None
+
+
+@pytest.mark.parametrize("rnn_type", ["gru", "lstm"])
+def test_a_stacked_decoder_drops_out_between_its_layers_not_after_the_top(rnn_type):
+    """StackedCell (nmt/models/rnn.py): in training, dropout falls on the input of layers
+    2..L (the connections between layers, not the recurrent ones); the top layer's output is
+    its state h as it is, so the readout sees the state the next step starts from."""
+    from nmt.models.rnn import StackedCell
+
+    cfg = config_from_dict({"model": {"family": "bahdanau", "rnn_type": rnn_type,
+                                      "hidden_size": 8, "dec_layers": 3, "dropout": 0.5}}).model
+    stack = StackedCell(5, cfg).train()
+    torch.manual_seed(0)
+    x = torch.randn(4, 5)
+    state = stack.initial(torch.randn(4, 3, 8))
+    out, new = stack(x, state)
+    assert torch.equal(out, new["h"][:, -1])  # the top: not dropped
+    stack.eval()
+    quiet, _ = stack(x, state)
+    assert not torch.allclose(quiet, out)  # ... while the layers under it were

@@ -273,6 +273,8 @@ def test_teachers_and_their_errors(data_root, tmp_path, capsys, monkeypatch):
         config_from_dict({**transformer, "guided": {"weight": 1.0, "layer": 2}})
     with pytest.raises(NMTError, match="guided.heads"):
         config_from_dict({**transformer, "guided": {"weight": 1.0, "heads": 5}})
+    every = config_from_dict({**transformer, "guided": {"weight": 1.0, "heads": 4}})
+    assert (every.guided.heads, every.model.heads) == (4, 4)  # all of them may be taught
     (tmp_path / "g.yaml").write_text(json.dumps({**raw, "name": "g", "guided": {
         "weight": 1.0, "teacher": "gold"}, "data": {**raw["data"], "pair": "tgt-src",
                                                     "corpus": "synth"}}))

@@ -72,3 +72,18 @@ def test_tied_embeddings_share_one_tensor():
     model = tiny_model("transformer")
     assert model.out.weight is model.tgt_embed.weight
     assert model.src_embed is model.tgt_embed
+
+
+def test_the_selected_positions_logits_are_the_full_passes_at_those_positions(family):
+    """Seq2Seq.forward(select=mask): the output layer runs on the selected positions only,
+    padded to a multiple of ROWS rows (few shapes) and cut back: row i is position i's
+    logits, whatever the count; the training loss reads these."""
+    model = tiny_model(family)
+    src, tgt_in = random_batch()
+    full, _, _ = model(src, tgt_in)
+    first = torch.zeros_like(tgt_in, dtype=torch.bool)
+    first[:, 0] = True  # one position a sentence: 4 rows
+    for mask in (tgt_in != 0, first):
+        chosen, _, _ = model(src, tgt_in, select=mask)
+        assert chosen.shape == (int(mask.sum()), full.size(-1))
+        assert torch.allclose(chosen, full[mask], atol=1e-5)

@@ -31,6 +31,16 @@ def test_linear_warms_up_then_falls_to_the_floor_at_the_end_of_the_budget():
     assert all(a > b for a, b in zip(rates, rates[1:]))
 
 
+def test_inverse_sqrt_is_vaswanis_eq_3_with_its_peak_at_train_lr():
+    """docs/faithfulness.md, "learning rate": lrate = d^-0.5 min(step^-0.5, step warmup^-1.5)
+    (Vaswani et al. 2017, eq. 3), scaled so that its peak, at step = warmup, is train.lr."""
+    lr, warm = 0.002, 400
+    sched = Schedule(TrainConfig(schedule="inverse_sqrt", lr=lr, warmup=warm))
+    for step in (1, 7, 399, 400, 401, 1000, 4000, 90_000):
+        paper = min(step ** -0.5, step * warm ** -1.5)
+        assert sched.lr(step) == pytest.approx(lr * paper / warm ** -0.5, rel=1e-12), step
+
+
 def test_the_other_schedules_ignore_the_budget():
     for name in ("constant", "inverse_sqrt", "plateau"):
         sched = Schedule(TrainConfig(schedule=name, lr=0.01, warmup=10, max_steps=100))

@@ -2,7 +2,7 @@
 
 import torch
 
-from nmt.decoding.search import beam_search, greedy, max_lengths
+from nmt.decoding.search import beam_search, filter_top, greedy, max_lengths
 from tests.conftest import random_batch, tiny_model
 
 
@@ -47,3 +47,13 @@ def _score(model, enc, row, tokens):
         total += float(log_probs[0, tok])
         prev = torch.tensor([tok])
     return total
+
+
+def test_top_k_counts_the_vocabulary_of_each_row_whatever_the_batch():
+    """filter_top: top-k keeps k tokens of each row's vocabulary (all of them when k is
+    larger), for one sentence as for many; the rest are -inf."""
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    assert torch.isfinite(filter_top(logits, top_k=3)).tolist() == [[True, True, True, False]]
+    assert torch.isfinite(filter_top(logits, top_k=9)).all()
+    many = logits.repeat(3, 1)
+    assert torch.isfinite(filter_top(many, top_k=2)).sum(-1).tolist() == [2, 2, 2]
