@@ -208,7 +208,7 @@ TESTS = {
                                               "target_and_trains_the_loss"],
     "nmt/models/": EQUATIONS + ["tests/test_attention.py", "tests/test_models.py",
                                 "tests/test_equations_search.py", "tests/test_search.py",
-                                "tests/test_limits.py",
+                                "tests/test_limits.py", "tests/test_promises_models.py",
                                 "tests/test_guided.py::test_teachers_and_their_errors", *SLOW],
     "nmt/decoding/search.py": ["tests/test_equations_search.py", "tests/test_search.py",
                       "tests/test_limits.py", *SLOW],

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from nmt.align.attribution import saliency_weights
+from nmt.align.attribution import _chunks, saliency_weights
 from nmt.align.words import links_from_matrix, word_matrix
 from nmt.core.tokens import PAD
 from nmt.models.base import Seq2Seq
@@ -83,3 +83,15 @@ def test_given_source_embeddings_reproduce_the_lookup(name):
         looked_up, _, _ = model(src, tgt_in)
         given, _, _ = model(src, tgt_in, src_emb=model.embed_source(src))
     torch.testing.assert_close(given, looked_up)
+
+
+def test_chunks_keep_each_batch_within_its_sentence_and_cell_budgets():
+    """_chunks: consecutive runs of the order whose count <= sentences and count x widest
+    x longest <= cells; a sentence alone makes a chunk even when it is larger."""
+    widths, lengths = [2, 2, 2, 3, 1, 9], [3, 3, 3, 3, 1, 9]
+    chunks = list(_chunks(list(range(6)), widths, lengths, sentences=10, cells=12))
+    assert chunks == [[0, 1], [2], [3], [4], [5]]  # [2, 3]: 2 x 3 x 3 = 18 > 12
+    for chunk in chunks:
+        cells = len(chunk) * max(widths[i] for i in chunk) * max(lengths[i] for i in chunk)
+        assert cells <= 12 or len(chunk) == 1
+    assert list(_chunks([0, 1, 2], [1] * 3, [1] * 3, sentences=2, cells=100)) == [[0, 1], [2]]

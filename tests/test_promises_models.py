@@ -226,3 +226,17 @@ def test_every_family_builds_with_dropout_and_no_warning(family):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             build_model(cfg, VOCAB, VOCAB, joint=True)
+
+
+def test_a_runs_checkpoint_best_falls_back_to_last_and_only_averaged_must_exist(tmp_path):
+    """nmt.models.runs:checkpoint_path — "best" falls back to "last" (a run that never
+    validated); "averaged" must have been written by `nmt average`; "last" is its path."""
+    from nmt.models.runs import checkpoint_path
+
+    (tmp_path / "checkpoints").mkdir()
+    assert checkpoint_path(tmp_path, "last") == tmp_path / "checkpoints" / "last.pt"
+    assert checkpoint_path(tmp_path, "best") == tmp_path / "checkpoints" / "last.pt"
+    (tmp_path / "checkpoints" / "best.pt").write_bytes(b"")
+    assert checkpoint_path(tmp_path, "best") == tmp_path / "checkpoints" / "best.pt"
+    with pytest.raises(NMTError, match=r"averaged.pt: no averaged checkpoint.*nmt average"):
+        checkpoint_path(tmp_path, "averaged")
