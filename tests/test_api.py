@@ -309,3 +309,5 @@ def test_the_smallest_top_k_and_the_longest_source_kept_whole():
     assert clip_source(whole) == whole
     cut = clip_source([5] * MAX_SOURCE + [EOS])
     assert len(cut) == MAX_SOURCE and cut[-1] == EOS and cut[:-1] == [5] * (MAX_SOURCE - 1)
+    cli = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
+    assert f"longer than {MAX_SOURCE:,} subwords are cut" in cli  # the limit the page states
