@@ -188,7 +188,9 @@ TESTS = {
                                "tests/test_engine_agreement.py"],
     "nmt/serve/": ["tests/test_serve.py", "tests/test_serve_boundaries.py",
                    "tests/test_serve_limits.py"],
-    "nmt/core/checkpoint.py": ["tests/test_checkpoint.py", "tests/test_export_safety.py"],
+    "nmt/core/checkpoint.py": ["tests/test_checkpoint.py", "tests/test_export_safety.py",
+                               "tests/test_api.py::test_average_writes_the_element_wise_mean_of_"
+                               "the_last_n"],
     "nmt/report/compare.py": ["tests/test_report.py", "tests/test_statistical.py"],
     "nmt/report/align_plots.py": ["tests/test_align.py", "tests/test_bad_inputs.py"],
     # the machine a figure names, memory, one-line errors, the engines' shared limits

@@ -53,11 +53,16 @@ def test_a_pair_whose_links_name_other_words_is_unguided_and_counted():
     assert out[0].shape == (3, 3) and out[1][0].tolist() == [0, 0.5, 0.5, 0]
 
 
-def test_a_links_file_is_read_line_by_line_as_parsing_it_whole_would(tmp_path):
+@pytest.mark.parametrize("block", [1 << 24, 7, 1])
+def test_a_links_file_is_read_line_by_line_as_parsing_it_whole_would(tmp_path, monkeypatch,
+                                                                      block):
     """nmt.data.links:PharaohFile — a line is parsed when read, from its offset; blank lines
     are pairs without links, a last line may lack its newline, and a malformed line is
-    named by file and line."""
+    named by file and line; the same whatever size of blocks the file is scanned in."""
+    import nmt.data.links
     from nmt.data.links import PharaohFile, parse_pharaoh
+
+    monkeypatch.setattr(nmt.data.links, "SCAN_BLOCK", block)
 
     text = "0-0 1-2\n\n3-1 2-2 0-0\n" + "".join(f"{k}-{k}\n" for k in range(300)) + "5-4"
     path = tmp_path / "train.links"

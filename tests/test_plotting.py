@@ -130,3 +130,20 @@ def test_save_gif_pads_frames(tmp_path: Path) -> None:
         assert img.size == (max(w for w, _ in sizes), max(h for _, h in sizes))
     with pytest.raises(NMTError, match="nope.png"):
         save_gif([tmp_path / "nope.png"], tmp_path / "x.gif")
+
+
+def test_the_length_plots_marginals_are_on_the_top_and_the_side_and_the_corner_is_empty():
+    """nmt.core.plotting:_draw_joint — source lengths on the top panel (bars), target lengths
+    on the side panel (horizontal bars), the corner between them switched off."""
+    from matplotlib.figure import Figure
+
+    from nmt.core.plotting import _draw_joint
+
+    joint = np.zeros((6, 6), dtype=np.int64)
+    joint[2, 3], joint[4, 4] = 5, 2  # (source, target) lengths
+    fig = Figure()
+    _draw_joint(fig, joint, 5, ("de", "en"))
+    top, corner, main, side = fig.axes[:4]
+    assert not corner.axison and top.axison and side.axison
+    assert [p.get_height() for p in top.patches][2:5] == [5, 0, 2]  # by source length
+    assert [p.get_width() for p in side.patches][3:5] == [5, 2]  # by target length

@@ -359,3 +359,22 @@ def test_a_bad_line_while_encoding_names_its_own_file(tmp_path, bad):
         path.write_bytes(b"fine\n" + (b"\xff\xfe broken\n" if side == bad else b"ok\n"))
     with pytest.raises(NMTError, match=rf"pairs\.{('src', 'tgt')[bad]}\b.*2"):
         list(store_module._line_chunks(paths))
+
+
+@pytest.mark.parametrize("values", [np.zeros(0, np.int32), np.array([7], np.uint8),
+                                    np.arange(10, dtype=np.uint16)])
+def test_a_mapped_npy_file_reads_back_whole_through_the_map_and_in_blocks(tmp_path, values):
+    """nmt.data.store:_map and _blocks — a 1-D .npy file maps as its own values (an empty
+    one to an empty array, without a map) and reads back in blocks from the file, down to
+    an array of one byte."""
+    from nmt.data.store import _blocks, _map
+
+    path = tmp_path / "a.npy"
+    np.save(path, values)
+    mapped = _map(path)
+    assert mapped.array.dtype == values.dtype and np.array_equal(mapped.array, values)
+    assert (mapped.map is None) == (len(values) == 0)
+    for rows in (1, 3, 1 << 22):
+        blocks = list(_blocks(mapped, rows))
+        assert np.array_equal(np.concatenate(blocks) if blocks else values[:0], values)
+        assert all(len(b) <= rows for b in blocks)

@@ -122,6 +122,9 @@ def parse_pharaoh(line: str) -> set[Link]:
     return links
 
 
+SCAN_BLOCK = 1 << 24  # bytes PharaohFile reads at a time while finding where lines start
+
+
 class PharaohFile(Sequence):
     """A Pharaoh file's links, one set per line, parsed when a line is read: the file is
     scanned once for where its lines start (8 bytes a line) and a line is read from the
@@ -134,7 +137,7 @@ class PharaohFile(Sequence):
         self.path = Path(path)
         starts, size = [np.zeros(1, np.int64)], 0
         with open(self.path, "rb") as handle:
-            while block := handle.read(1 << 24):
+            while block := handle.read(SCAN_BLOCK):
                 ends = np.flatnonzero(np.frombuffer(block, np.uint8) == ord("\n"))
                 starts.append(ends + size + 1)
                 size += len(block)
