@@ -7,6 +7,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -290,6 +291,8 @@ def test_a_sampler_out_of_range_or_of_another_type_is_a_one_line_error(runs):
         with pytest.raises(nmt.core.errors.NMTError, match=f"^Sampling {named}: expected"):
             Sampling(**bad)
     assert Sampling(top_k=0, top_p=1.0, temperature=0.0, seed=-2).temperature == 0.0
+    numpy = Sampling(top_k=np.int64(5), top_p=np.float32(0.9), seed=np.int32(3))  # accepted
+    assert (numpy.top_k, numpy.seed) == (5, 3)
     model = nmt.load(runs["bahdanau"])
     with pytest.raises(nmt.core.errors.NMTError, match="^sampling: expected nmt.api.Sampling.*got str$"):
         model.translate(["ein hund"], sampling="top-k:5")

@@ -14,6 +14,7 @@ the API give the same results by construction.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -133,14 +134,15 @@ class Sampling:
     seed: int = 0
 
     def __post_init__(self):
-        def number(value, kinds=(int, float)) -> bool:
-            return isinstance(value, kinds) and not isinstance(value, bool)
+        def number(value, kind=numbers.Real) -> bool:  # numpy's numbers too, not bool
+            return isinstance(value, kind) and not isinstance(value, bool)
 
-        checks = (("top_k", number(self.top_k, int) and self.top_k >= 0, "a whole number >= 0"),
+        checks = (("top_k", number(self.top_k, numbers.Integral) and self.top_k >= 0,
+                   "a whole number >= 0"),
                   ("top_p", number(self.top_p) and 0.0 < self.top_p <= 1.0, "0 < top_p <= 1"),
                   ("temperature", number(self.temperature) and 0.0 <= self.temperature < math.inf,
                    "a number >= 0 (near 0: greedy)"),
-                  ("seed", number(self.seed, int), "a whole number"))
+                  ("seed", number(self.seed, numbers.Integral), "a whole number"))
         for name, ok, expected in checks:
             if not ok:
                 raise NMTError(f"Sampling {name}={getattr(self, name)!r}: expected {expected}")
