@@ -244,3 +244,23 @@ def test_token_batches_hold_pair_indices_as_int32():
         batches = token_batches(lengths, 40, seed=3, indices=indices)
         assert batches.order.dtype == np.int32
         assert sorted(batches.order.tolist()) == list(range(0, 100, 1 if indices is None else 2))
+
+
+@pytest.mark.parametrize("guided", [False, True])
+def test_a_batch_moves_every_tensor_to_another_device_and_stays_itself_on_its_own(guided):
+    """`Batch.to` is the batch itself on the device it is on (no copy) and a batch of the
+    same tensors on another one (the meta device stands in for a GPU here), guide included."""
+    import torch
+
+    from nmt.data.batching import Batch
+
+    ids = torch.tensor([[5, 6, 2]])
+    guide = torch.full((1, 3, 3), 1 / 3) if guided else None
+    batch = Batch(ids, ids.clone(), ids.clone(), guide)
+    assert batch.to(torch.device("cpu")) is batch
+    moved = batch.to(torch.device("meta"))
+    assert moved is not batch
+    pairs = [(moved.src, batch.src), (moved.tgt_in, batch.tgt_in), (moved.tgt_out, batch.tgt_out)]
+    pairs += [(moved.guide, batch.guide)] if guided else []
+    assert all(new.device.type == "meta" and new.shape == old.shape for new, old in pairs)
+    assert (moved.guide is None) == (not guided)

@@ -202,6 +202,7 @@ def test_lengths_are_counted_streaming_with_exact_totals_beyond_the_cap(tmp_path
     side = SideStats()
     side.add([5])
     assert side.summary(1) == (5.0, 5.0, 5)
+    assert SideStats().summary(0) == (0.0, 0.0, 0)  # an empty split: zeros, no division
 
 
 def test_plot_lengths_draws_a_png_for_one_and_for_several_splits(tmp_path):

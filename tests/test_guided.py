@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import numpy as np
 import pytest
@@ -408,7 +409,8 @@ def test_the_null_word_key_reads_from_yaml(tmp_path):
 
 def test_adapt_copy_reports_its_first_and_last_step_and_refuses_no_step_or_rate():
     """nmt.training.adapt: Adaptation's losses are those of the first and the last of the
-    steps `adapting` takes (one step: the same); no steps, or a rate <= 0, is refused."""
+    steps `adapting` takes (one step: the same), its seconds the call's own; no steps, or a
+    rate <= 0, is refused."""
     from nmt.core.config import TrainConfig
     from nmt.training.adapt import adapt_copy, adapting
     from tests.conftest import tiny_model
@@ -420,7 +422,9 @@ def test_adapt_copy_reports_its_first_and_last_step_and_refuses_no_step_or_rate(
     train = TrainConfig(batch_tokens=12)
     losses = [loss for _, (_, loss) in zip(range(3), adapting(model, src, tgt, 1e-2, train))]
     assert len(set(losses)) == 3
+    start = time.perf_counter()
     _, three = adapt_copy(model, src, tgt, 3, 1e-2, train)
+    assert 0 < three.seconds <= time.perf_counter() - start  # the call's own seconds
     assert (three.steps, three.loss_first, three.loss_last) == (3, losses[0], losses[-1])
     _, one = adapt_copy(model, src, tgt, 1, 1e-2, train)
     assert one.loss_first == one.loss_last == losses[0]

@@ -147,3 +147,25 @@ def test_the_length_plots_marginals_are_on_the_top_and_the_side_and_the_corner_i
     assert not corner.axison and top.axison and side.axison
     assert [p.get_height() for p in top.patches][2:5] == [5, 0, 2]  # by source length
     assert [p.get_width() for p in side.patches][3:5] == [5, 2]  # by target length
+
+
+def test_the_length_plots_split_panels_share_one_word_axis_labelled_at_the_bottom(
+        tmp_path, monkeypatch):
+    """nmt.core.plotting.plot_lengths — one histogram panel per split, top to bottom in the
+    order given, their shared word axis labelled once under the last and ending where 99.5%
+    of the sentences do."""
+    import nmt.core.plotting as plotting
+
+    drawn = []
+    monkeypatch.setattr(plotting, "_save", lambda fig, path: drawn.append(fig) or path)
+    counts = np.zeros(12, dtype=np.int64)
+    counts[3:6] = 100
+    joint = np.zeros((12, 12), dtype=np.int64)
+    joint[4, 4] = 300
+    splits = {"train": (counts, counts, 300), "val": (counts, counts, 300),
+              "test": (counts, counts, 300)}
+    plotting.plot_lengths(joint, splits, ("de", "en"), "train", tmp_path / "lengths.png")
+    panels = [ax for ax in drawn[0].subfigs[1].axes]
+    assert [ax.get_title(loc="left").split(":")[0] for ax in panels] == ["train", "val", "test"]
+    assert [ax.get_xlabel() for ax in panels] == ["", "", "words per sentence"]
+    assert panels[-1].get_xlim() == (-0.5, 5.5)  # cut where the sentences end (5 words)

@@ -72,6 +72,19 @@ def test_9_time_steps_times_every_batch_but_the_warm_up_in_each_precision():
     assert seen == ["fp32", "bf16", "bf16", "fp32", "fp32", "bf16"]  # turns alternate
 
 
+def test_9_time_steps_reports_seconds_per_thousand_target_tokens(monkeypatch):
+    """A step of 0.05 s on a batch of 100 target tokens: 0.5 s per 1,000 tokens (a clock
+    that only the step moves)."""
+    clock = [0.0]
+    monkeypatch.setattr(precision.time, "perf_counter", lambda: clock[0])
+
+    def step(batch, p):
+        clock[0] += 0.05
+
+    samples = precision.time_steps(step, [_Batch()] * 3, ["fp32"], CPU)
+    assert samples == {"fp32": [pytest.approx(0.5), pytest.approx(0.5)]}
+
+
 def test_9_a_batch_without_target_tokens_is_timed_per_one_token():
     """Seconds per 1,000 target tokens: a batch whose rows are all padding counts as one
     token instead of dividing by zero."""

@@ -378,3 +378,24 @@ def test_a_mapped_npy_file_reads_back_whole_through_the_map_and_in_blocks(tmp_pa
         blocks = list(_blocks(mapped, rows))
         assert np.array_equal(np.concatenate(blocks) if blocks else values[:0], values)
         assert all(len(b) <= rows for b in blocks)
+
+
+def test_a_store_with_an_empty_sentence_fits_and_a_falling_or_short_offset_does_not(tmp_path):
+    """nmt.data.store:_fits — offsets start at 0, never fall (an empty sentence repeats
+    one: a target SentencePiece encodes to no pieces, targets carrying no EOS) and end at
+    the number of tokens; ids below the vocabulary size. Anything else is another version's
+    file or an edit."""
+    from nmt.data.store import _fits, _map
+
+    def fits(tokens, offsets, count=3, size=10):
+        np.save(tmp_path / "flat.npy", np.asarray(tokens, np.uint16))
+        np.save(tmp_path / "offsets.npy", np.asarray(offsets, np.int64))
+        return _fits(_map(tmp_path / "flat.npy"), _map(tmp_path / "offsets.npy"), count, size)
+
+    assert fits([4, 5, 6, 7, 8], [0, 2, 2, 5])  # the second sentence is empty
+    assert fits([4, 5, 6, 7, 8], [0, 0, 0, 5])
+    assert not fits([4, 5, 6, 7, 8], [0, 3, 2, 5])  # falls
+    assert not fits([4, 5, 6, 7, 8], [1, 2, 3, 5])  # does not start at 0
+    assert not fits([4, 5, 6, 7, 8], [0, 2, 3, 4])  # ends before the last token
+    assert not fits([4, 5, 6, 7, 8], [0, 2, 5])  # two sentences, not three
+    assert not fits([4, 5, 6, 7, 10], [0, 2, 2, 5])  # an id past the vocabulary
