@@ -74,11 +74,21 @@ def test_a_files_final_crlf_is_not_named_as_a_stray_break(tmp_path):
     assert "CARRIAGE RETURN" not in str(err.value) and "no line holds" in str(err.value)
 
 
-@pytest.mark.parametrize("header", [b"de\ten\r\n", b" de \t en \n"], ids=["crlf", "padded"])
+@pytest.mark.parametrize("header", [b"de\ten\r\n", b" de \t en \n", b"\xef\xbb\xbfde\ten\n",
+                                    b"DE\tEn\n"], ids=["crlf", "padded", "bom", "upper-case"])
 def test_a_crlf_or_space_padded_tsv_header_is_still_a_header(tmp_path, header):
     path = tmp_path / "t.tsv"
     path.write_bytes(header + b"ein Hund\ta dog\n")
     assert [(s, t) for _, s, t in Tsv(path, "de", "en")] == [("ein Hund", "a dog")]
+
+
+def test_a_tsv_without_a_header_keeps_its_first_row_and_its_bom_for_the_count(tmp_path):
+    path = tmp_path / "t.tsv"
+    path.write_bytes(b"\xef\xbb\xbfein Hund\ta dog\nzwei\ttwo\n")
+    rows = [(s, t) for _, s, t in Tsv(path, "de", "en")]
+    assert rows == [("\ufeffein Hund", "a dog"), ("zwei", "two")]  # the import drops, counts it
+    made = run("t", "de-en", tmp_path / "data", Tsv(path, "de", "en"), valid_size=0, test_size=0)
+    assert _lines(made, "train", "de") == ["ein Hund", "zwei"]
 
 
 def test_a_hub_row_with_a_null_side_is_an_empty_pair_for_the_filter():

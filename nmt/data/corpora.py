@@ -26,12 +26,11 @@ from typing import BinaryIO, TextIO
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
 from nmt.data.folder import lock, sha256_file, staged, write_manifest
-from nmt.data.sources import PRESETS
+from nmt.data.sources import BOM, PRESETS
 from nmt.data.synth import SOURCE_LANG, TARGET_LANG, write_synth
 
 SYNTH_PAIR = "src-tgt"
 SYNTH_REVERSE = "tgt-src"  # the same corpus the other way round, gold links flipped
-BOM = "\ufeff"  # a byte-order mark: metadata some editors put first in a file, never text
 
 
 def read_lines(path: Path) -> list[str]:

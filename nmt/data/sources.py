@@ -26,6 +26,8 @@ from typing import Protocol
 from nmt.core.errors import NMTError, one_line
 from nmt.data.folder import sha256_file
 
+BOM = "\ufeff"  # a byte-order mark: metadata some editors put first in a file, never text
+
 Pair = tuple[str | None, str, str]
 
 PRESETS: dict[str, dict] = {
@@ -292,7 +294,9 @@ class Tsv:
         lines = Lines(self.path)
         rows = iter(lines)
         first = next(rows).split("\t")
-        columns, header = self._resolve([cell.strip() for cell in first])
+        # A header is matched without its byte-order mark and in any case ("DE", "de").
+        columns, header = self._resolve([cell.removeprefix(BOM).strip().casefold()
+                                         for cell in first])
         width = len(first)
         if not header:
             yield self._pair(first, columns, 1, width)
@@ -301,10 +305,10 @@ class Tsv:
         self.sha256 = lines.sha256
 
     def _resolve(self, first: list[str]) -> tuple[tuple[int, int], bool]:
-        header = all(lang in first for lang in self.langs)
+        header = all(lang.casefold() in first for lang in self.langs)
         wanted = self.columns or (self.langs if header else ("0", "1"))
         indexes = []
-        for name in wanted:
+        for name in (name.casefold() for name in wanted):
             if name.isdigit():
                 indexes.append(int(name))
             elif name in first:
