@@ -217,6 +217,29 @@ def test_gc_removes_a_stale_store_of_a_kept_vocabulary_and_an_unreferenced_teach
     assert f"removed {stale}" in lines and f"removed {teacher}" in lines
 
 
+def test_gc_dry_run_changes_nothing_and_says_what_a_real_gc_then_frees(tmp_path):
+    """A killed import's scratch folder and an unreferenced vocabulary with a store: the dry
+    run names both and removes neither; the real gc removes both and frees what it said."""
+    from nmt.data.caches import collect
+    from nmt.data.corpora import cache_root
+
+    root = tmp_path / "data"
+    scratch_dir = root / "mine" / ".de-en.tmp-0badf00d"  # its owner file is gone: dead
+    scratch_dir.mkdir(parents=True)
+    (scratch_dir / "train.de").write_bytes(b"x" * 2**20)
+    vocab = cache_root(root) / "spm" / "feedbeef"
+    (vocab / "train.0123456789abcdef").mkdir(parents=True)
+    (vocab / "options.json").write_text(json.dumps({"src": "aa", "tgt": "bb"}))
+    (vocab / "train.0123456789abcdef" / "ids.npy").write_bytes(b"y" * 2**20)
+    dry = list(collect(root, [tmp_path / "runs"], dry_run=True))
+    assert scratch_dir.is_dir() and vocab.is_dir(), dry
+    assert any(str(scratch_dir) in line and line.startswith("would remove") for line in dry)
+    assert dry[-1].startswith("would free 2.0 MiB in 2 "), dry
+    real = list(collect(root, [tmp_path / "runs"]))
+    assert not scratch_dir.exists() and not vocab.exists(), real
+    assert real[-1].startswith("freed 2.0 MiB in 2 "), real
+
+
 def test_filter_long_keeps_one_piece_targets_and_drops_empty_sides():
     """A pair trains when each side has at least one piece and at most `max_len` (the
     source counts its EOS): a one-piece target is kept, an empty target or source is not.

@@ -91,25 +91,33 @@ def _owner_alive(owner: Path) -> bool:
         os.close(fd)  # releases the lock if this process took it
 
 
-def sweep(parent: Path, name: str = "*") -> list[Path]:
+def sweep(parent: Path, name: str = "*", dry_run: bool = False) -> tuple[list[Path], list[Path]]:
     """Remove the scratch paths of `name` (a glob) in `parent` whose owner is gone, and their
-    owner files; returns the scratch paths a live process still owns."""
+    owner files; returns (the paths removed, or with `dry_run` those it would remove, changing
+    nothing; the scratch paths a live process still owns)."""
     parent = Path(parent)
     if not parent.is_dir():
-        return []
-    alive = []
+        return [], []
+    dead, alive = [], []
     for path in sorted(parent.glob(f".{name}.tmp-*")):
         if path.name.endswith(OWNER):
-            if not path.with_name(path.name[:-len(OWNER)]).exists() and not _owner_alive(path):
-                path.unlink(missing_ok=True)  # an owner that died before making its path
+            made = path.with_name(path.name[:-len(OWNER)])
+            if (made not in dead and not os.path.lexists(made) and os.path.lexists(path)
+                    and not _owner_alive(path)):
+                dead.append(path)  # an owner that died before making its path
             continue
         owner = path.with_name(path.name + OWNER)
         if _owner_alive(owner):
             alive.append(path)
             continue
-        remove(path)
-        owner.unlink(missing_ok=True)
-    return alive
+        dead.append(path)
+        if not dry_run:
+            remove(path)
+            owner.unlink(missing_ok=True)
+    if not dry_run:
+        for path in (p for p in dead if p.name.endswith(OWNER)):
+            path.unlink(missing_ok=True)
+    return dead, alive
 
 
 def link_or_copy(src: Path, dst: Path) -> None:

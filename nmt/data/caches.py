@@ -23,27 +23,38 @@ from nmt.data.folder import sha256_file
 from nmt.data.store import split_digest
 
 
-def sweep_root(root: Path) -> list[Path]:
+def sweep_root(root: Path, dry_run: bool = False) -> tuple[list[Path], list[Path]]:
     """Remove what killed writers left under the data root (import, store, vocabulary and
-    links scratch folders, and a corpus folder a killed swap left aside); returns the
-    scratch paths live processes still own."""
+    links scratch folders, and a corpus folder a killed swap left aside); returns (what it
+    removed, or with `dry_run` what it would remove, changing nothing; the scratch paths
+    live processes still own)."""
+    dead: list[Path] = []
     alive: list[Path] = []
     root = Path(root)
     if not root.is_dir():
-        return alive
+        return dead, alive
+
+    def take(parent: Path) -> None:
+        gone, live = sweep(parent, dry_run=dry_run)
+        dead.extend(gone)
+        alive.extend(live)
+
     for corpus in (p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         for aside in corpus.glob(".*.old-*"):
             target = corpus / aside.name[1:].split(".old-")[0]
+            if dry_run:  # restore() removes an aside whose corpus is there, else puts it back
+                dead += [aside] if target.exists() else []
+                continue
             with file_lock(corpus / f".{target.name}.lock"):
                 restore(target)
-        alive += sweep(corpus)
+        take(corpus)
     cache = cache_root(root)
     for folder in (cache / "spm", cache / "links"):
-        alive += sweep(folder)
+        take(folder)
         if folder.name == "spm" and folder.is_dir():
             for vocab in (p for p in folder.iterdir() if p.is_dir()):
-                alive += sweep(vocab)
-    return alive
+                take(vocab)
+    return dead, alive
 
 
 def _referenced(root: Path, runs: list[Path]) -> tuple[set, set, set]:
@@ -89,22 +100,27 @@ def collect(root: Path, runs: list[Path], dry_run: bool = False) -> Iterator[str
     """`nmt data gc`: remove the caches under `root/.cache` that no corpus under `root` and
     no run under `runs` references; one line per removed cache, then the total freed."""
     cache = cache_root(root)
-    alive = sweep_root(root)
+    found, alive = sweep_root(root, dry_run=True)
+    dead = {path: _size(path) for path in found}  # measured before they go
+    if not dry_run:
+        alive = sweep_root(root)[1]
     files, digests, models = _referenced(root, runs)
-    gone, kept = [], 0
+    gone, kept = list(dead.values()), 0
+    for path in dead:
+        yield f"{'would remove' if dry_run else 'removed'} {path} (left by a killed command)"
     for vocab in sorted((cache / "spm").glob("*")) if (cache / "spm").is_dir() else []:
         if not vocab.is_dir() or vocab.name.startswith("."):
             continue
         with file_lock(vocab.parent / ".lock"):
             used = _vocab_used(vocab, files, models)
             stores = [p for p in vocab.iterdir() if p.is_dir() and not p.name.startswith(".")]
-            for store in stores:
-                if not used or store.name.rsplit(".", 1)[-1] not in digests:
-                    yield _drop(store, dry_run, gone)
-            if used:
-                kept += 1
+            if not used:  # its stores go with it
+                yield _drop(vocab, dry_run, gone)
                 continue
-            yield _drop(vocab, dry_run, gone)
+            kept += 1
+            for store in stores:
+                if store.name.rsplit(".", 1)[-1] not in digests:
+                    yield _drop(store, dry_run, gone)
     for links in sorted((cache / "links").glob("*")) if (cache / "links").is_dir() else []:
         if not links.is_dir() or links.name.startswith("."):
             continue
@@ -145,4 +161,4 @@ def _vocab_used(vocab: Path, files: set, models: set) -> bool:
 
 def leftovers(root: Path) -> list[str]:
     """`nmt data list`'s last lines: scratch folders it could not sweep (a live writer's)."""
-    return [f"in progress: {path} (a live process writes it)" for path in sweep_root(root)]
+    return [f"in progress: {path} (a live process writes it)" for path in sweep_root(root)[1]]
