@@ -287,10 +287,12 @@ def test_a_sampler_out_of_range_or_of_another_type_is_a_one_line_error(runs):
                        (dict(top_p=2.0), "top_p=2.0"), (dict(top_p=0.0), "top_p=0.0"),
                        (dict(temperature=-1.0), "temperature=-1.0"),
                        (dict(temperature=float("inf")), "temperature=inf"),
-                       (dict(top_k=True), "top_k=True"), (dict(seed=1.5), "seed=1.5")):
+                       (dict(top_k=True), "top_k=True"), (dict(seed=1.5), "seed=1.5"),
+                       (dict(seed=2**64), f"seed={2**64}")):  # beyond what torch can seed
         with pytest.raises(nmt.core.errors.NMTError, match=f"^Sampling {named}: expected"):
             Sampling(**bad)
     assert Sampling(top_k=0, top_p=1.0, temperature=0.0, seed=-2).temperature == 0.0
+    assert Sampling(top_k=2, seed=2**64 - 1).seed == 2**64 - 1  # the largest torch takes
     numpy = Sampling(top_k=np.int64(5), top_p=np.float32(0.9), seed=np.int32(3))  # accepted
     assert (numpy.top_k, numpy.seed) == (5, 3)
     model = nmt.load(runs["bahdanau"])

@@ -103,7 +103,7 @@ def test_list_reads_both_schemas_and_marks_a_bad_manifest(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("text, says", [
-    ('[1, 2]', "not a JSON object"),
+    ('[1, 2]', "expected: a JSON object"),
     ('{"source": "dir:/x", "splits": {"train": {"lines": -3}}}', "splits.train.lines"),
     ('{"source": {"id": "x"}}', "'source' has a 'kind'"),
     ('{"pair": "de-en"}', "'source'"),

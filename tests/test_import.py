@@ -165,13 +165,15 @@ def test_a_shuffled_copy_lands_in_the_same_splits_and_imports_repeat_exactly(tmp
         zip(*load_split(root, "a", "de-en", "val")))
 
 
-def test_a_multi30k_like_hub_folder_keeps_its_own_splits(tmp_path, offline):
+def test_a_multi30k_like_hub_folder_keeps_its_own_splits(tmp_path, offline, monkeypatch):
     pairs = make_pairs(120)
     hub = write_jsonl_hub(tmp_path / "m30k", {"train": pairs[:100], "validation": pairs[100:110],
                                               "test": pairs[110:]})
-    done = import_from("m", "en-de", tmp_path / "data", hf=str(hub),
+    monkeypatch.chdir(tmp_path)  # a local folder given relative is recorded where it is
+    done = import_from("m", "en-de", tmp_path / "data", hf="m30k",
                        split_map="test=test_2016_flickr")
     manifest = done.manifest
+    assert manifest["source"]["id"] == str(hub.resolve())
     assert {s: e["lines"] for s, e in manifest["splits"].items()} == {
         "train": 100, "val": 10, "test_2016_flickr": 10}
     assert manifest["source"]["split_map"] == {"train": "train", "validation": "val",
@@ -317,8 +319,25 @@ BAD = {
         ["split 'train' row 2: field 'de' holds int, not text", "--fields SRC_FIELD,TGT_FIELD"]),
     "no-train-split": lambda t: (
         ["--hf", write_jsonl_hub(t / "evalonly", {"validation": [("a b", "c d")]})],
-        ["no split is called 'train' (it has: val)", "--split-map"]),
+        ["no split becomes 'train' (its splits: validation)", "--split-map validation=train"]),
+    "several-configs-none-named": lambda t: (["--hf", _two_configs(t)],
+                                             ["has several configs (de-en, other)", "--config NAME"]),
 }
+
+
+def test_the_split_map_the_no_train_error_names_imports(tmp_path, capsys, offline):
+    hub = write_jsonl_hub(tmp_path / "evalonly", {"validation": [("a b", "c d"), ("e f", "g h")]})
+    code, out, _ = run_cli(capsys, "data", "import", "c", "--pair", "de-en", "--hf", hub,
+                           "--split-map", "validation=train", "--root", tmp_path / "data")
+    assert code == 0 and "train: 2 pairs" in out, out
+
+
+def _two_configs(tmp_path: Path) -> Path:
+    folder = write_parquet_hub(tmp_path / "two", {"train": [("a b", "c d")]})
+    card = (folder / "README.md").read_text()
+    entry = card[card.index("- config_name: de-en"):card.index("---", 4)]
+    (folder / "README.md").write_text(card.replace(entry, entry + entry.replace("de-en", "other", 1)))
+    return folder
 
 
 def _jsonl_rows(tmp_path: Path, *rows: str) -> Path:

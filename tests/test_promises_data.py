@@ -82,6 +82,21 @@ def test_a_crlf_or_space_padded_tsv_header_is_still_a_header(tmp_path, header):
     assert [(s, t) for _, s, t in Tsv(path, "de", "en")] == [("ein Hund", "a dog")]
 
 
+@pytest.mark.parametrize("ratio", [float("inf"), float("nan"), -1.0])
+def test_a_max_ratio_json_cannot_hold_or_that_is_negative_is_refused(ratio):
+    with pytest.raises(NMTError, match=r"^--max-ratio .*: use a finite number >= 0"):
+        Filters(max_ratio=ratio)
+
+
+def test_a_seed_beyond_the_draws_eight_byte_key_is_a_one_line_error(tmp_path):
+    (tmp_path / "a.de").write_text("ein Hund\n")
+    (tmp_path / "a.en").write_text("a dog\n")
+    with pytest.raises(NMTError, match=r"^--seed 9223372036854775808: use a whole number"):
+        run("n", "de-en", tmp_path / "data", FilePair(tmp_path / "a.de", tmp_path / "a.en"),
+            seed=2**63)
+    assert not (tmp_path / "data").exists()
+
+
 def test_a_tsv_without_a_header_keeps_its_first_row_and_its_bom_for_the_count(tmp_path):
     path = tmp_path / "t.tsv"
     path.write_bytes(b"\xef\xbb\xbfein Hund\ta dog\nzwei\ttwo\n")

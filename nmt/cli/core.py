@@ -67,7 +67,7 @@ def data_import(
         min=0, help="draw a val split of N pairs from the training pairs")] = 0,
     test_size: Annotated[int, typer.Option(
         min=0, help="draw a test split of N pairs from the training pairs")] = 0,
-    seed: Annotated[int, typer.Option(min=0, help="seed of the val/test draw")] = 1,
+    seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="seed of the val/test draw")] = 1,
     min_words: Annotated[int, typer.Option(min=0, help="drop shorter pairs (0: off)")] = 1,
     max_words: Annotated[int, typer.Option(min=0, help="drop longer pairs (0: off)")] = 250,
     max_ratio: Annotated[float, typer.Option(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from nmt.core.errors import NMTError, one_line
 from nmt.data.folder import check_split
@@ -44,6 +45,10 @@ class Hub:
             check_split(split, f"{self.id} split '{hub}'")
         if len(set(ours.values())) < len(ours):
             raise NMTError(f"{self.id}: --split-map sends two splits to one name ({ours})")
+        if "train" not in ours.values():  # named as the dataset names them, for --split-map
+            first = next(iter(ours), "SPLIT")
+            raise NMTError(f"{self.id}: no split becomes 'train' (its splits: {', '.join(ours)}); "
+                           f"name one with --split-map, e.g. --split-map {first}=train")
         self.splits = ours
 
     def _load(self):
@@ -53,6 +58,9 @@ class Hub:
             return datasets.load_dataset(self.id, self.config, revision=self.revision,
                                          streaming=True)
         except Exception as exc:  # noqa: BLE001 - any hub failure becomes one clear line
+            if "Config name is missing" in str(exc):
+                raise NMTError(f"{self.id} has several configs ({_configs(datasets, self.id)}); "
+                               "pick one with --config NAME") from None
             if "scripts are no longer supported" in str(exc):
                 raise NMTError(f"{self.id} is a script-based dataset, which datasets 4 no longer "
                                "runs; import its parquet branch: --revision refs/convert/parquet"
@@ -65,7 +73,9 @@ class Hub:
         return list(self.splits.values())
 
     def describe(self) -> dict:
-        return {"kind": "hf", "id": self.id, "config": self.config, "revision": self.revision,
+        local = Path(self.id).exists()  # a local folder: where it is, as --files records
+        return {"kind": "hf", "id": str(Path(self.id).resolve()) if local else self.id,
+                "config": self.config, "revision": self.revision,
                 "split_map": self.splits, "fields": list(self.fields)}
 
     def __iter__(self) -> Iterator[Pair]:
@@ -100,3 +110,11 @@ class Hub:
                                "text fields with --fields SRC_FIELD,TGT_FIELD")
             texts.append(text)
         return texts[0], texts[1]
+
+
+def _configs(datasets, dataset: str) -> str:
+    """The config names of `dataset`, for the message that asks for one."""
+    try:
+        return ", ".join(datasets.get_dataset_config_names(dataset))
+    except Exception:  # noqa: BLE001 - the message then says only that there are several
+        return "see the dataset's card"

@@ -70,7 +70,7 @@ def read_manifest(path: Path) -> Manifest:
 
 
 def _parse(raw: dict, folder: str) -> Manifest:
-    _need(isinstance(raw, dict), "not a JSON object")
+    _need(isinstance(raw, dict), "a JSON object")
     pair, created = raw.get("pair", folder), raw.get("created", "")
     _need(isinstance(pair, str) and isinstance(created, str), "'pair' and 'created' are text")
     _need(pair == folder, f"'pair' is {pair!r} but the folder is {folder!r}")

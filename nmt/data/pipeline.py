@@ -16,6 +16,7 @@ n^2 / 2^65 (one in a million at five million pairs).
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -52,6 +53,10 @@ class Filters:
     same: bool = True  # source identical to target
     overlap: bool = True  # the pair is also in a val or test split
     duplicates: bool = True  # a repeat of an earlier training pair
+
+    def __post_init__(self):
+        if not 0 <= self.max_ratio < math.inf:  # the manifest is JSON: no Infinity, no NaN
+            raise NMTError(f"--max-ratio {self.max_ratio}: use a finite number >= 0 (0: off)")
 
     def drop(self, src: str, tgt: str) -> str | None:
         """The first per-pair filter that drops (src, tgt), or None."""
@@ -135,6 +140,8 @@ def run(name: str, pair: str, root: Path, source: Source, *, filters: Filters = 
     `lowercase`, every split is lowercased after normalisation (the manifest says so)."""
     start = time.perf_counter()
     langs = split_pair(pair)
+    if not -2**63 <= seed < 2**63:  # the draw's hash key is 8 bytes
+        raise NMTError(f"--seed {seed}: use a whole number below 2**63")
     target = Path(root) / check_name(name) / pair
     names = source.split_names()
     if "train" not in names:

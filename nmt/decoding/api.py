@@ -142,7 +142,8 @@ class Sampling:
                   ("top_p", number(self.top_p) and 0.0 < self.top_p <= 1.0, "0 < top_p <= 1"),
                   ("temperature", number(self.temperature) and 0.0 <= self.temperature < math.inf,
                    "a number >= 0 (near 0: greedy)"),
-                  ("seed", number(self.seed, numbers.Integral), "a whole number"))
+                  ("seed", number(self.seed, numbers.Integral) and -2**63 <= self.seed < 2**64,
+                   "a whole number from -2**63 to 2**64 - 1"))
         for name, ok, expected in checks:
             if not ok:
                 raise NMTError(f"Sampling {name}={getattr(self, name)!r}: expected {expected}")
