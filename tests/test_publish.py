@@ -388,8 +388,35 @@ def test_the_cards_facts_of_a_run_that_kept_no_manifest(tmp_path, monkeypatch):
 
     monkeypatch.setattr(publish_module, "load_checkpoint",
                         lambda path: {"progress": {"step": 7, "elapsed": 1234.0}})
-    facts = publish_module._facts(tmp_path, tmp_path / "best.pt")
+    facts = publish_module._facts(tmp_path, tmp_path / "best.pt", "best")
     assert (facts["steps"], facts["minutes"]) == (7, 20.6)  # 1,234 s, to a tenth of a minute
     assert facts["manifest"] == {} and facts["scores"] == {} and facts["precision"] == "fp32"
     cfg = build_config({"data": {"corpus": "old", "pair": "de-en"}})
     assert _corpus(cfg, {}) == ["## Corpus", "", "`old` (de-en); no manifest was kept.", ""]
+
+
+def test_the_card_scores_only_the_checkpoint_it_publishes(published, tmp_path):
+    """Each scores.json entry names the weights that scored it: a card of another
+    checkpoint leaves the best one's out, and one that was scored keeps its own with its
+    sentence count (docs/deploy.md, "Publish a model")."""
+    import shutil
+
+    from nmt.core.checkpoint import load_checkpoint, save_checkpoint
+
+    run = tmp_path / "run"
+    shutil.copytree(published["bahdanau"][0], run)
+    last = run / "checkpoints" / "last.pt"
+    payload = load_checkpoint(last)
+    name = next(iter(payload["model"]))
+    payload["model"][name] = payload["model"][name] + 0.5  # other weights than the best's
+    save_checkpoint(last, payload)
+    best_entry = json.loads((run / "scores.json").read_text())["test"]
+    card = (publish(run, tmp_path / "last", checkpoint="last") / "README.md").read_text()
+    assert "This checkpoint was not evaluated" in card and "model-index" not in card.split("---")[1]
+    assert not (tmp_path / "last" / "scores.json").exists()
+    entry = nmt.decoding.evaluate.evaluate_model(nmt.load(run, checkpoint="last"), "test", limit=7)
+    assert entry["checkpoint"] == "last" and entry["bleu"] != best_entry["bleu"]
+    card = (publish(run, tmp_path / "last", checkpoint="last") / "README.md").read_text()
+    assert f"| test | 7 | {entry['bleu']} |" in card
+    card = (publish(run, tmp_path / "best") / "README.md").read_text()  # last's entry is not best's
+    assert "This checkpoint was not evaluated" in card and f"| {entry['bleu']} |" not in card

@@ -1,7 +1,7 @@
 """The model card (`README.md`) of a published model: the Hub's YAML metadata (languages,
-license, `model-index` with BLEU and chrF per test split and AER where there is gold), then
-what it is, the corpus it was trained on, how it was trained, how to use it and its limits
-(docs/deploy.md, "Publish a model")."""
+license, `model-index` with BLEU and chrF per split scored on the checkpoint published and
+AER where there is gold), then what it is, the corpus it was trained on, how it was trained,
+how to use it and its limits (docs/deploy.md, "Publish a model")."""
 
 from __future__ import annotations
 
@@ -17,10 +17,12 @@ def model_card(cfg, vocab, model, run: Path, facts: dict, license: str) -> str:
     transformer = cfg.model.family == "transformer"
     meta = {"language": [src, tgt], "license": license,
             "library_name": "transformers" if transformer else "nmt",
-            "pipeline_tag": "translation", "tags": ["translation", "nmt", cfg.model.family],
-            "model-index": [{"name": name, "results": _results(cfg, facts["scores"])}]}
+            "pipeline_tag": "translation", "tags": ["translation", "nmt", cfg.model.family]}
+    if facts["scores"]:  # the Hub's metrics: only those of the checkpoint published
+        meta["model-index"] = [{"name": name, "results": _results(cfg, facts["scores"])}]
     source = facts["manifest"].get("source", {})
-    if isinstance(source, dict) and source.get("kind") == "hf":
+    if (isinstance(source, dict) and source.get("kind") == "hf"
+            and not Path(source["id"]).is_absolute()):  # a Hub id, not a local folder
         meta["datasets"] = [source["id"]]
     lines = ["---", yaml.safe_dump(meta, sort_keys=False).rstrip(), "---", "",
              f"# {name}: {cfg.model.family}, {src} to {tgt}", "",
@@ -77,12 +79,15 @@ def _corpus(cfg, manifest: dict) -> list[str]:
 
 def _scores(scores: dict) -> list[str]:
     if not scores:
-        return ["## Scores", "", "Not evaluated.", ""]
-    lines = ["## Scores", "", "| split | BLEU | chrF | AER | beam |", "|---|---|---|---|---|"]
+        return ["## Scores", "", "This checkpoint was not evaluated (`nmt evaluate --checkpoint NAME` "
+                "before `nmt publish` scores it).", ""]
+    lines = ["## Scores", "", "| split | sentences | BLEU | chrF | AER | beam |",
+             "|---|---|---|---|---|---|"]
     for split, entry in scores.items():
         aer = (entry.get("alignment") or {}).get("aer")
-        lines.append(f"| {split} | {entry['bleu']} | {entry['chrf']} | "
-                     f"{'—' if aer is None else round(aer, 4)} | {entry.get('beam', '?')} |")
+        lines.append(f"| {split} | {entry.get('sentences', '?')} | {entry['bleu']} | "
+                     f"{entry['chrf']} | {'—' if aer is None else round(aer, 4)} | "
+                     f"{entry.get('beam', '?')} |")
     signature = next(iter(scores.values())).get("bleu_signature")
     return lines + ["", f"sacreBLEU: `{signature}`", ""]
 

@@ -12,10 +12,12 @@ import sacrebleu
 from nmt.align.extract import dump_split_alignments
 from nmt.core.progress import counting
 from nmt.core.rundir import RunDir
+from nmt.data.folder import sha256_file
 from nmt.data.pin import scoring_split
 from nmt.decoding.api import load
 from nmt.decoding.engines import engine_label
 from nmt.models.published import is_published
+from nmt.models.runs import checkpoint_path
 
 LENGTH_BUCKETS = ((1, 10), (10, 20), (20, 30), (30, 40), (40, 10_000))
 
@@ -79,6 +81,10 @@ def evaluate_model(model, split: str, beam: int | None = None, limit: int = 0,
              "by_length": bleu_by_length(sources, hyps, refs)}
     if not write or entry["engine"] != "pytorch" or is_published(model.path):
         return entry
+    # Which weights scored it: `nmt publish` cards only the entries of the checkpoint it
+    # publishes (a later `evaluate --checkpoint last` must not label the best one).
+    entry["checkpoint"] = model.checkpoint
+    entry["checkpoint_sha256"] = sha256_file(checkpoint_path(model.path, model.checkpoint))
     run.hyps.mkdir(parents=True, exist_ok=True)
     (run.hyps / f"{split}.txt").write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
     if align and module.has_attention:

@@ -54,8 +54,6 @@ def publish(run: Path | str, out: Path | str, checkpoint: str = "best",
         save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt", "nmt": FORMAT})
         shutil.copytree(RunDir(run).spm, tmp / "spm")
         shutil.copy2(RunDir(run).config, tmp / "config.yaml")
-        if RunDir(run).scores.is_file():
-            shutil.copy2(RunDir(run).scores, tmp / "scores.json")
         if cfg.model.family == "transformer":
             _transformers_files(cfg, vocab, model, tmp)
         if ctranslate2:
@@ -64,7 +62,10 @@ def publish(run: Path | str, out: Path | str, checkpoint: str = "best",
             export(run, checkpoint, out=tmp / "ctranslate2")
             (tmp / ".ctranslate2.lock").unlink(missing_ok=True)  # the export's, not a file
         ckpt = checkpoint_path(run, checkpoint)
-        facts = _facts(run, ckpt)
+        facts = _facts(run, ckpt, checkpoint)
+        if facts["scores"]:
+            (tmp / "scores.json").write_text(json.dumps(facts["scores"], indent=2,
+                                                        ensure_ascii=False) + "\n")
         (tmp / "README.md").write_text(model_card(cfg, vocab, model, run, facts, license),
                                        encoding="utf-8")
         files = {p.relative_to(tmp).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256(p)}
@@ -132,8 +133,10 @@ def _transformers_files(cfg, vocab, model, out: Path) -> None:
     tokenizer_files(vocab, out)
 
 
-def _facts(run: Path, ckpt: Path) -> dict:
-    """What the card says of the training: steps, minutes, precision, machine, corpus."""
+def _facts(run: Path, ckpt: Path, checkpoint: str) -> dict:
+    """What the card says of the training: steps, minutes, precision, machine, corpus, and
+    the scores of the checkpoint published (an entry from before scores named their
+    checkpoint counts as the best one's: training and `nmt evaluate` score that)."""
     payload = load_checkpoint(ckpt)
     progress = payload.get("progress", {})
     rundir = RunDir(run)
@@ -143,6 +146,10 @@ def _facts(run: Path, ckpt: Path) -> dict:
     kept = rundir.path / "corpus" / "manifest.json"  # an older run may have kept none
     manifest = json.loads(kept.read_text()) if kept.is_file() else {}
     scores = rundir.read_scores()
+    digest = sha256(ckpt) if scores else None
+    scores = {split: entry for split, entry in scores.items()
+              if entry.get("checkpoint_sha256", digest if checkpoint == "best" else None)
+              == digest}
     return {"steps": progress.get("step"), "minutes": round(progress.get("elapsed", 0) / 60, 1),
             "precision": precision.get("precision", "fp32"), "machine": cpu_model(),
             "manifest": manifest, "scores": scores}
