@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import nmt
 from nmt.align.extract import collect, default_shifted
 from nmt.align.io import load_alignments
 from nmt.align.records import AlignmentRecord
@@ -134,6 +135,33 @@ def test_the_reverse_run_must_be_the_other_direction(runs, tmp_path, capsys):
 def test_options_that_cannot_mean_anything_are_refused(runs, tmp_path, capsys, args, message):
     code, _, err, _ = align(capsys, tmp_path, "--run", str(runs["fwd"]), "--src", "a b", *args)
     assert code == 2 and message in err, err
+
+
+def test_the_sentences_come_from_one_place_and_free_mode_from_no_given_target(
+        runs, tmp_path, capsys):
+    (tmp_path / "p.txt").write_text("a b ||| c d\n")
+    for args, message in ((["--src", "a b", "--pairs", str(tmp_path / "p.txt")],
+                           "--pairs and --src each name the sentences to align: give one"),
+                          (["--split", "val", "--src", "a b"], "--src and --split each"),
+                          (["--pairs", str(tmp_path / "p.txt"), "--mode", "free"],
+                           "--mode free aligns the model's own translation")):
+        code, _, err, _ = align(capsys, tmp_path, "--run", str(runs["fwd"]), *args)
+        assert code == 2 and message in err, err
+
+
+def test_runs_of_the_other_pair_are_refused_beside_each_other(runs, tmp_path, capsys):
+    """--run beside --run, an ensemble, the explorer and the report all show the runs on one
+    pair's sentences: a run trained the other way is named, not read on the wrong side."""
+    from nmt.explore.sources import find_sources
+    from nmt.report.compare import compare_runs
+
+    fwd, rev = str(runs["fwd"]), str(runs["rev"])
+    code, _, err, _ = align(capsys, tmp_path, "--run", fwd, "--run", rev, "--split", "test")
+    assert code == 2 and f"{rev}: trained on tgt-src but {fwd} on src-tgt" in err, err
+    for call in (lambda: nmt.load(fwd, rev), lambda: find_sources([runs["fwd"], runs["rev"]]),
+                 lambda: compare_runs([runs["fwd"], runs["rev"]], tmp_path / "report")):
+        with pytest.raises(NMTError, match=f"^{rev}: trained on tgt-src but {fwd} on src-tgt"):
+            call()
 
 
 def test_saliency_aligns_the_fixed_context_family(runs, data_root, tmp_path, capsys):

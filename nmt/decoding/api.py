@@ -36,7 +36,7 @@ from nmt.decoding.engines import PyTorchEngine, make_engine
 from nmt.models.base import Seq2Seq
 from nmt.models.ensemble import Ensemble, check_same_vocab
 from nmt.models.published import resolve
-from nmt.models.runs import load_run
+from nmt.models.runs import check_one_pair, load_run
 
 CHUNK_LINES = 1000  # a stream is read, decoded and yielded this many lines at a time
 
@@ -344,6 +344,8 @@ def load(*runs: str | Path, checkpoint: str = "best", device: str | None = None,
     loaded = [load_run(Path(r), checkpoint) for r in runs]
     cfg, vocab, module, _ = loaded[0]
     if len(loaded) > 1:
+        check_one_pair([(str(r), c) for r, (c, _, _, _) in zip(runs, loaded)],
+                       "an ensemble averages runs that translate one way")
         check_same_vocab([(Path(r), v) for r, (_, v, _, _) in zip(runs, loaded)])
         module = Ensemble([m for _, _, m, _ in loaded])
     if device:

@@ -24,7 +24,7 @@ from nmt.data.corpora import corpus_gold
 from nmt.data.links import GoldAlignment, read_gold
 from nmt.models import MODELS
 from nmt.models.published import is_published
-from nmt.models.runs import load_config
+from nmt.models.runs import check_one_pair, load_config
 
 
 @dataclass
@@ -133,10 +133,16 @@ def find_sources(runs: list[Path], split: str | None = None, align_dirs: list[Pa
         raise NMTError("nothing to explore: give run directories or --align-dir folders, "
                        "e.g. nmt explore runs/demo/* --out explore.html")
     sources = Sources(sets=[], split=split)
-    for path in map(Path, runs):
-        if path.is_file() and path.suffix == ".npz":
+    kinds = [(path, "npz" if path.is_file() and path.suffix == ".npz" else "dir" if (
+        path.is_dir() and not (path / "config.yaml").is_file() and any(path.glob("*.npz")))
+        else "run") for path in map(Path, runs)]
+    check_one_pair([(str(p), load_config(p)) for p, kind in kinds if kind == "run"],
+                   "the explorer shows every run on the first one's sentences: give runs of "
+                   "one pair")
+    for path, kind in kinds:
+        if kind == "npz":
             sources.sets.append(load_set(path))
-        elif path.is_dir() and not (path / "config.yaml").is_file() and any(path.glob("*.npz")):
+        elif kind == "dir":
             sources.sets += _dir_sets(path)
         else:
             sources.sets += _run_sets(path, split, sources)

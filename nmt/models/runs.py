@@ -18,6 +18,16 @@ from nmt.models.checks import config_from_dict
 from nmt.models.published import is_published, load_weights, read_stamp, resolve
 
 
+def check_one_pair(named: list[tuple[str, Config]], why: str) -> None:
+    """One-line NMTError unless every (name, config) was trained on the first one's pair:
+    an ensemble, or runs shown on the same sentences, translate one way."""
+    first_name, first = named[0] if named else ("", None)
+    for name, cfg in named[1:]:
+        if cfg.data.pair != first.data.pair:
+            raise NMTError(f"{name}: trained on {cfg.data.pair} but {first_name} on "
+                           f"{first.data.pair}; {why}")
+
+
 def load_config(path: Path | str) -> Config:
     """The resolved config of a run directory (or a published model, `hf:` ones included);
     the one check that a folder is a run."""

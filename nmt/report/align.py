@@ -37,7 +37,7 @@ from nmt.data.symmetrize import (
 )
 from nmt.decoding.api import load
 from nmt.decoding.translate import nbest_ids
-from nmt.models.runs import load_config
+from nmt.models.runs import check_one_pair, load_config
 from nmt.report.align_plots import plot_sentences
 from nmt.training.adapt import DEFAULT_LR, Adaptation, adapt_copy
 from nmt.training.guided import pair_guides
@@ -92,6 +92,13 @@ def check_options(opts: AlignOptions) -> None:
     if opts.gold is not None and free:
         raise NMTError("--gold scores links against gold made for the reference; with "
                        "--mode free the links are on the model's own translation: drop one")
+    given = [name for name, value in (("--pairs", opts.pairs), ("--src", opts.src),
+                                      ("--split", opts.split)) if value]
+    if len(given) > 1:
+        raise NMTError(f"{' and '.join(given)} each name the sentences to align: give one")
+    if opts.pairs is not None and free:
+        raise NMTError("--pairs aligns the given pairs' words (those a gold indexes); --mode "
+                       "free aligns the model's own translation: use --mode forced, or --src")
     if opts.reverse and len(opts.reverse) != len(opts.runs):
         raise NMTError(f"--reverse given {len(opts.reverse)} times for {len(opts.runs)} --run; "
                        "give one reverse run per --run, in the same order")
@@ -340,6 +347,9 @@ def align_runs(opts: AlignOptions) -> dict:
     plots and summary.json; returns the summary (row name -> entry)."""
 
     check_options(opts)
+    check_one_pair([(str(run), load_config(run)) for run in opts.runs],
+                   "every --run aligns the same sentences: give runs of one pair (a run "
+                   "trained the other way goes in --reverse)")
     for run, reverse in zip(opts.runs, opts.reverse):
         check_reverse(load_config(run), load_config(reverse), str(run), str(reverse))
     sources, targets, corpus_gold_path, scored = select_inputs(load_config(opts.runs[0]), opts)

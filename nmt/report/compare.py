@@ -1,9 +1,7 @@
-"""`nmt compare`: one Markdown and one self-contained HTML report over several runs.
-
-The report is a table (one row per run, or per group of runs that differ only by seed, shown
-as mean ± sample std), the sacreBLEU signatures, BLEU by source length, validation BLEU
-against training time, and side-by-side attention grids of a few test sentences.
-"""
+"""`nmt compare`: one Markdown and one self-contained HTML report over several runs of a pair:
+a table (one row per run, or per group of runs that differ only by seed, shown as mean ±
+sample std), the sacreBLEU signatures, BLEU by source length, validation BLEU against
+training time, and side-by-side attention grids of a few test sentences."""
 
 from __future__ import annotations
 
@@ -29,7 +27,7 @@ from nmt.core.rundir import RunDir
 from nmt.data.corpora import corpus_gold
 from nmt.data.links import GoldAlignment, read_gold
 from nmt.models import MODELS
-from nmt.models.runs import load_config
+from nmt.models.runs import check_one_pair, load_config
 
 NA = "—"
 FIXED = "†"
@@ -345,6 +343,8 @@ def _load_all(run_paths: list[Path], split: str | None) -> tuple[list[RunSummary
     if not run_paths:
         raise NMTError("compare needs at least one run directory, e.g. runs/bahdanau")
     configs = [load_config(p) for p in run_paths]
+    check_one_pair(list(zip(map(str, run_paths), configs)), "a report scores and draws every "
+                   "run on the same split: give runs of one pair")
     split = split or configs[0].data.test
     runs = [load_summary(Path(p), split) for p in run_paths]
     clash = [r for r in runs if [q.name for q in runs].count(r.name) > 1]
