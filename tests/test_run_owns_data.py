@@ -138,6 +138,23 @@ def test_2_a_replaced_vocabulary_is_refused_by_the_checkpoints(mini, data_root, 
         load_run(cfg.run_dir)
 
 
+def test_2_a_restart_after_a_start_that_never_saved_holds_only_its_own_vocabulary(mini,
+                                                                                   tmp_path):
+    """A first start that died before its first checkpoint left a joint model in spm/; a
+    fresh start with two vocabularies trains and decodes with its own two, not that one."""
+    import shutil
+
+    from nmt.data.subwords import Vocab
+
+    first = _config(mini, tmp_path / "runs", "restarted")
+    Trainer(first, quiet=True).fit()
+    shutil.rmtree(first.run_dir / "checkpoints")  # as if killed before it saved
+    again = _config(mini, tmp_path / "runs", "restarted", joint=False, size=280)
+    Trainer(again, quiet=True).fit()
+    assert sorted(p.name for p in (again.run_dir / "spm").iterdir()) == ["src.model", "tgt.model"]
+    assert Vocab.from_dir(again.run_dir / "spm").src_size == 280
+
+
 # ----------------------------------------------------------------------------- defect 3
 
 

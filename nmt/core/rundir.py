@@ -28,6 +28,7 @@ from pathlib import Path
 
 from nmt.core.errors import NMTError, one_line
 from nmt.core.locks import file_lock
+from nmt.core.scratch import scratch, swap_in
 
 
 class RunDir:
@@ -48,9 +49,13 @@ class RunDir:
         return self.checkpoints / f"{which}.pt"
 
     def install_vocab(self, vocab_dir: Path) -> None:
-        self.spm.mkdir(parents=True, exist_ok=True)
-        for model in vocab_dir.glob("*.model"):
-            shutil.copy2(model, self.spm / model.name)
+        """spm/ becomes exactly `vocab_dir`'s SentencePiece models, in one step: a start
+        that died before its first checkpoint may have left another vocabulary's (a joint
+        model beside a restart's two), which loading would prefer."""
+        with scratch(self.spm) as tmp:
+            for model in Path(vocab_dir).glob("*.model"):
+                shutil.copy2(model, tmp / model.name)
+            swap_in(tmp, self.spm)
 
     def read_scores(self) -> dict:
         """{split: its scores}; a file that is not that (cut, or valid JSON of another
