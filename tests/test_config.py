@@ -156,6 +156,11 @@ def test_other_value_checks(tmp_path):
     assert "data.pair" in _error(tmp_path, "model: {family: luong}\ndata: {pair: deen}\n")
     message = _error(tmp_path, "model: {family: transformer, emb_size: 100, heads: 3}\n")
     assert "emb_size" in message and "heads" in message
+    assert "'vocab.size' must exceed the 4 special pieces" in _error(
+        tmp_path, "model: {family: luong}\nvocab: {size: 3}\n")
+    for key in ("valid", "test"):  # scores of training pairs would be no scores
+        message = _error(tmp_path, f"model: {{family: luong}}\ndata: {{{key}: train}}\n")
+        assert f"'data.{key}' names the training split ('train')" in message, message
 
 
 def test_set_overrides_parse_values_and_nest(tmp_path):

@@ -255,6 +255,25 @@ def test_signal_saves_and_resume_continues(signum, corpus, tmp_path):
 # ---------------------------------------------------------------------- non-finite losses
 
 
+def test_a_stop_something_swallowed_before_training_still_stops_it(corpus, tmp_path,
+                                                                   monkeypatch):
+    """The command line's handler raises where the signal lands; if that is inside code that
+    swallows exceptions (an extension module's import), the stop stays pending and the
+    training loop takes it at its first step, saving and naming how to resume."""
+    from nmt.core.errors import Interrupted
+
+    config = write_config(tmp_path / "s.yaml", corpus, tmp_path / "runs", "swallowed",
+                          max_steps=50)
+    monkeypatch.setattr(Interrupted, "pending", None)
+    try:
+        raise Interrupted(signal.SIGTERM)
+    except Interrupted as exc:  # swallowed, as lxml's import did
+        Interrupted.pending = exc
+    with pytest.raises(Interrupted, match="stopped by SIGTERM at step [01]; checkpoint saved"):
+        Trainer(load_config(config), quiet=True).fit()
+    assert Interrupted.pending is None
+
+
 def _nan_on(monkeypatch, bad) -> list[int]:
     """Make the training loss NaN on the training calls `bad(n)` (n counts from 1);
     validation and the precision probe's timed passes (train.precision auto: timed again

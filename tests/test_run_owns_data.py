@@ -19,6 +19,7 @@ import pytest
 import nmt.training.guided as guided_module
 from nmt.core.config import config_to_dict
 from nmt.core.errors import NMTError
+from nmt.core.rundir import RunDir
 from nmt.data.batching import token_batches
 from nmt.data.corpora import SYNTH_PAIR
 from nmt.data.links import PharaohFile
@@ -152,7 +153,48 @@ def test_2_a_restart_after_a_start_that_never_saved_holds_only_its_own_vocabular
     again = _config(mini, tmp_path / "runs", "restarted", joint=False, size=280)
     Trainer(again, quiet=True).fit()
     assert sorted(p.name for p in (again.run_dir / "spm").iterdir()) == ["src.model", "tgt.model"]
+    data = [r for r in RunDir(again.run_dir).read_metrics() if r["kind"] == "data"]
+    assert len(data) == 1  # the abandoned start's records are gone with it
     assert Vocab.from_dir(again.run_dir / "spm").src_size == 280
+
+
+def test_2_a_resume_that_changes_the_batches_or_the_shape_names_the_keys(mini, tmp_path):
+    cfg = _config(mini, tmp_path / "runs", "changed")
+    Trainer(cfg, quiet=True).fit()
+    raw = config_to_dict(cfg)
+    raw["train"].update(max_steps=4)  # more steps: what a resume is for
+    for section, key, value, says in (
+            ("train", "batch_tokens", 999, "train.batch_tokens was 800, now 999"),
+            ("data", "max_len", 7, "data.max_len was 12, now 7"),
+            ("model", "hidden_size", 24, "other model.hidden_size; resume without changing")):
+        changed = {**raw, section: {**raw[section], key: value}}
+        with pytest.raises(NMTError, match=says):
+            Trainer(config_from_dict(changed), resume=True, quiet=True).fit()
+    with open(cfg.run_dir / "metrics.jsonl", "a") as handle:  # logged, then killed before a save
+        handle.write(json.dumps({"kind": "train", "step": 3, "loss": 9.0}) + "\n")
+    assert Trainer(config_from_dict(raw), resume=True, quiet=True).fit().step == 4
+    steps = [(r["kind"], r["step"]) for r in RunDir(cfg.run_dir).read_metrics() if "step" in r]
+    assert len(steps) == len(set(steps)) and ("valid", 4) in steps, steps
+    assert 9.0 not in [r.get("loss") for r in RunDir(cfg.run_dir).read_metrics()]
+
+
+def test_2_a_copied_runs_own_config_resumes_the_copy_not_the_original(mini, tmp_path,
+                                                                       capsys):
+    import shutil
+
+    from nmt.core.checkpoint import load_checkpoint
+    from tests.test_cli import run_cli
+
+    cfg = _config(mini, tmp_path / "runs", "original")
+    Trainer(cfg, quiet=True).fit()
+    copy = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(cfg.run_dir, copy)
+    before = (cfg.run_dir / "checkpoints" / "last.pt").read_bytes()
+    code, _, err = run_cli(capsys, "train", "--config", copy / "config.yaml", "--resume",
+                           "--set", "train.max_steps=4", "--no-evaluate")
+    assert code == 0, err
+    assert load_checkpoint(copy / "checkpoints" / "last.pt")["progress"]["step"] == 4
+    assert (cfg.run_dir / "checkpoints" / "last.pt").read_bytes() == before
 
 
 # ----------------------------------------------------------------------------- defect 3

@@ -20,8 +20,10 @@ __all__ = ["app", "main"]
 
 
 def _stop(signum, frame) -> None:
-    """SIGTERM and SIGHUP, as Ctrl-C: the exception unwinds every command's cleanup."""
-    raise Interrupted(signum)
+    """SIGTERM and SIGHUP, as Ctrl-C: the exception unwinds every command's cleanup (and
+    stays pending until it does, in case something on the way swallows it)."""
+    Interrupted.pending = Interrupted(signum)
+    raise Interrupted.pending
 
 
 def main() -> None:
@@ -31,7 +33,7 @@ def main() -> None:
     for name in ("SIGTERM", "SIGHUP"):
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), _stop)
-    Interrupted.last = None  # this command's, not an earlier one's in the same process
+    Interrupted.last = Interrupted.pending = None  # this command's, not an earlier one's
     try:
         # typer.Exit and Ctrl-C inside a command come back as the exit code (130: Ctrl-C)
         code = app(standalone_mode=False)
@@ -47,6 +49,7 @@ def main() -> None:
         typer.echo(f"nmt: error: {where}{exc.strerror or exc}; check the path", err=True)
         sys.exit(2)
     except KeyboardInterrupt as exc:
+        Interrupted.pending = None
         Interrupted.last = exc if isinstance(exc, Interrupted) else Interrupted.last
         code = 130
     except typer.Exit as exc:

@@ -217,7 +217,7 @@ def train(config: ConfigOpt, set_: SetOpt = None,
     """Train one model family from a YAML config (runs/<name>/)."""
     from nmt.data.overview import missing_test_note  # start-up: `nmt --help` imports no torch
     from nmt.decoding.evaluate import evaluate_run  # start-up: `nmt --help` imports no torch
-    from nmt.models.checks import load_config  # start-up: `nmt --help` imports no torch
+    from nmt.models.checks import load_config, own_run  # start-up: no torch for `--help`
     from nmt.training import distributed  # start-up: `nmt --help` imports no torch
     from nmt.training.trainer import (
         train as run_training,  # start-up: `nmt --help` imports no torch
@@ -225,6 +225,7 @@ def train(config: ConfigOpt, set_: SetOpt = None,
 
     distributed.setup()
     cfg = load_config(config, set_ or [])
+    cfg = own_run(cfg, config, set_ or []) if resume else cfg
     evaluate = evaluate and distributed.is_main()
     if evaluate and (note := missing_test_note(cfg, trained=False)):
         typer.echo(note, err=True)

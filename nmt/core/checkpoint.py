@@ -90,6 +90,32 @@ def check_vocab(payload: dict, vocab: Any, path: Path, hint: str) -> None:
                        f"{hint}")
 
 
+# What decides an epoch's batches (docs/architecture.md, "Reliability"): a resume that
+# changed one would continue at a saved position in another list of batches.
+BATCH_KEYS = (("data", "train"), ("data", "max_len"), ("data", "concat"), ("train", "seed"),
+              ("train", "batch_tokens"), ("vocab", "sampling_alpha"))
+
+
+def check_resumable(payload: dict, config: dict, path: Path) -> None:
+    """`--resume` continues exactly: refuse a config (as a dict) that changed what decides
+    the epoch's batches since `path` was saved, naming each key, old and new."""
+    saved = payload.get("config") or {}
+    changed = [f"{section}.{key} was {saved[section][key]!r}, now {config[section][key]!r}"
+               for section, key in BATCH_KEYS
+               if key in saved.get(section, {}) and saved[section][key] != config[section][key]]
+    if changed:
+        raise NMTError(f"{path}: resuming continues the epoch's batches where they stopped, "
+                       f"but {'; '.join(changed)}; resume without changing them, or start "
+                       "another run (--set name=...)")
+
+
+def shape_changes(payload: dict, config: dict) -> list[str]:
+    """The `model.*` keys of `config` (a dict) that differ from those `payload` was saved
+    with: why its weights no longer load."""
+    saved = (payload.get("config") or {}).get("model", {})
+    return [f"model.{key}" for key, value in saved.items() if config["model"].get(key) != value]
+
+
 def kept_checkpoints(directory: Path) -> list[Path]:
     """The checkpoints `train.keep_last` keeps (step<N>.pt), oldest first."""
     return sorted(Path(directory).glob("step*.pt"))

@@ -29,6 +29,7 @@ from nmt.core.fields import (
     positive,
     registered,
 )
+from nmt.core.rundir import replace_text
 
 
 def field_rules(key: str) -> dict:
@@ -339,7 +340,9 @@ def config_to_dict(cfg: Config) -> dict:
 
 
 def save_config(cfg: Config, path: Path) -> None:
-    path.write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False), encoding="utf-8")
+    """Write `cfg` as YAML by rename: a kill leaves the old file whole (a run's config.yaml
+    is what `--resume` reads)."""
+    replace_text(Path(path), yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
 
 
 __all__ = [

@@ -13,6 +13,9 @@ class Interrupted(KeyboardInterrupt):
     line) and exits with 128 + the signal's number, as shells report it."""
 
     last: Interrupted | None = None  # the latest, for a caller whose framework drops it
+    # Raised by the command line's handler and not yet seen by it: code that swallows
+    # exceptions (a C extension's import, say) leaves it here for the next StopRequest.
+    pending: Interrupted | None = None
 
     def __init__(self, signum: int, message: str | None = None):
         super().__init__(message)

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-from nmt.core.errors import NMTError
+from nmt.core.errors import Interrupted, NMTError
 
 try:
     import fcntl
@@ -103,6 +103,9 @@ class StopRequest:
 
     def __enter__(self):
         self.old = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
+        if Interrupted.pending is not None:  # a stop raised earlier that something swallowed
+            self._handle(Interrupted.pending.signum, None)
+            Interrupted.pending = None
         return self
 
     def _handle(self, signum, frame):

@@ -101,6 +101,17 @@ class RunDir:
         return records
 
 
+def keep_metrics(run: RunDir, step: int | None) -> None:
+    """Start metrics.jsonl over (`step` None: a fresh start, whose file an abandoned start
+    may have left), or keep only the records up to `step` (a resume: what came after its
+    checkpoint is redone and logged again); in one rename."""
+    if not run.metrics.is_file():
+        return
+    kept = [] if step is None else [r for r in run.read_metrics()
+                                     if not isinstance(r.get("step"), int) or r["step"] <= step]
+    replace_text(run.metrics, "".join(json.dumps(r) + "\n" for r in kept))
+
+
 def replace_text(path: Path, text: str) -> None:
     """Write `text` to a new, uniquely named file beside `path`, then rename it over `path`:
     readers see the old file or the new one, whole."""

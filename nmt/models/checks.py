@@ -68,6 +68,19 @@ def load_config(path: Path | str, overrides: list[str] = ()) -> Config:
     return cfg
 
 
+def own_run(cfg: Config, path: Path | str, overrides: list[str] = ()) -> Config:
+    """`cfg` of `path`, set to resume the run folder `path` sits in when it is a run's own
+    config.yaml (beside its checkpoints/): the `runs_dir` and `name` written inside are
+    where the run first trained, and a copy or a moved run must go on in its own folder.
+    An explicit `--set runs_dir=...` or `--set name=...` wins."""
+    home = Path(path).resolve().parent
+    if (Path(path).name != "config.yaml" or not (home / "checkpoints").is_dir()
+            or home == cfg.run_dir.resolve()
+            or any(o.split("=", 1)[0].strip() in ("name", "runs_dir") for o in overrides)):
+        return cfg
+    return dataclasses.replace(cfg, runs_dir=str(home.parent), name=home.name)
+
+
 def validate(cfg: Config, where: str) -> None:
     """Every field's own limits, then the checks that involve several keys."""
     for section, cls in SECTIONS.items():
@@ -80,6 +93,9 @@ def validate(cfg: Config, where: str) -> None:
             if check and not CHECKS[check](value):
                 raise NMTError(f"{where}: '{key}' must be {check}, got {value!r}")
     v = cfg.vocab
+    if v.size <= 4:  # SentencePiece then fails in its own words
+        raise NMTError(f"{where}: 'vocab.size' must exceed the 4 special pieces (padding, "
+                       f"unknown, start, end), got {v.size}")
     if not 0.0 <= v.sampling_alpha <= 1.0 or v.sampling_nbest == 0 or v.sampling_nbest < -1:
         raise NMTError(f"{where}: 'vocab.sampling_alpha' must be in [0, 1] (0 = off) and "
                        f"'vocab.sampling_nbest' -1 (all) or at least 1, got "
@@ -87,6 +103,11 @@ def validate(cfg: Config, where: str) -> None:
     parts = cfg.data.pair.split("-")
     if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
         raise NMTError(f"{where}: 'data.pair' must look like 'de-en', got {cfg.data.pair!r}")
+    if cfg.data.train in (cfg.data.valid, cfg.data.test):
+        key = "data.valid" if cfg.data.valid == cfg.data.train else "data.test"
+        raise NMTError(f"{where}: '{key}' names the training split ({cfg.data.train!r}); "
+                       "scores are of held-out pairs: name another split (nmt data show "
+                       "lists them)")
     if cfg.model.family == "transformer" and cfg.model.emb_size % cfg.model.heads:
         raise NMTError(f"{where}: 'model.emb_size' ({cfg.model.emb_size}) must be divisible "
                        f"by 'model.heads' ({cfg.model.heads})")

@@ -17,13 +17,20 @@ import torch
 
 from nmt.align.extract import collect, dump_training_alignments
 from nmt.align.guided import reading_of
-from nmt.core.checkpoint import check_vocab, kept_checkpoints, load_checkpoint, save_checkpoint
+from nmt.core.checkpoint import (
+    check_resumable,
+    check_vocab,
+    kept_checkpoints,
+    load_checkpoint,
+    save_checkpoint,
+    shape_changes,
+)
 from nmt.core.config import Config, config_to_dict, save_config
 from nmt.core.errors import Interrupted, NMTError, one_line
 from nmt.core.locks import StopRequest, run_lock
 from nmt.core.memory import peak_rss_mib, release_free_memory, rss_mib
 from nmt.core.progress import TrainDisplay
-from nmt.core.rundir import RunDir
+from nmt.core.rundir import RunDir, keep_metrics, replace_text
 from nmt.data.batching import Batches, iterate_batches, pair_lengths, token_batches
 from nmt.decoding.evaluate import bleu_chrf
 from nmt.decoding.translate import translate_ids
@@ -87,7 +94,7 @@ class Trainer:
             cfg.train.precision, self.device, self.run.precision if resume else None,
             self._precision_key, self._time_precisions))
         self.precision = self.chosen["precision"]  # bf16 | fp32
-        self._write_run_files()
+        self._write_run_files(resume)
 
     def _precision_key(self) -> str:
         c = self.cfg
@@ -122,24 +129,31 @@ class Trainer:
             raise NMTError(f"{run.path} already holds a trained run; use --resume to continue "
                            "it or pick another name with --set name=...")
 
-    def _write_run_files(self) -> None:
-        """config.yaml and precision.json, once data, model and checkpoint fit together."""
+    def _write_run_files(self, resume: bool) -> None:
+        """config.yaml and precision.json, once data, model and checkpoint fit together
+        (each by rename: a kill leaves the old file whole), and metrics.jsonl without the
+        records of work a resume redoes or of a start that never saved."""
         if dist.is_main():
             self.run.path.mkdir(parents=True, exist_ok=True)
             save_config(self.cfg, self.run.config)
             kept = {k: v for k, v in self.chosen.items() if k != "source"}
-            self.run.precision.write_text(json.dumps(kept, indent=1) + "\n", encoding="utf-8")
+            replace_text(self.run.precision, json.dumps(kept, indent=1) + "\n")
+            keep_metrics(self.run, self.progress.step if resume else None)
 
     def _restore(self) -> None:
-        payload = load_checkpoint(self.run.checkpoint("last"))
-        check_vocab(payload, self.data.vocab, self.run.checkpoint("last"),
+        last, config = self.run.checkpoint("last"), config_to_dict(self.cfg)
+        payload = load_checkpoint(last)
+        check_vocab(payload, self.data.vocab, last,
                     "the config's has other sizes; resume with the config the run was started with")
+        check_resumable(payload, config, last)
         try:
             self.model.load_state_dict(payload["model"])
             self.optim.load_state_dict(payload["optimizer"])
         except (RuntimeError, ValueError, KeyError) as exc:
-            raise NMTError(f"{self.run.checkpoint('last')}: does not match the config "
-                           f"({one_line(exc)})") from None
+            changed = shape_changes(payload, config)
+            raise NMTError(f"{last}: does not match the config ("
+                           + (f"it was trained with other {', '.join(changed)}; resume without "
+                              "changing them" if changed else one_line(exc)) + ")") from None
         self.schedule.load_state_dict(payload["schedule"])
         self.progress = Progress(**payload["progress"])
         torch.set_rng_state(payload["rng_torch"])
