@@ -102,7 +102,7 @@ def test_score_is_the_sum_of_the_decoders_own_log_probabilities(runs, data_root)
     src_ids = model.vocab.encode_src(texts)
     from nmt.data.batching import pad
 
-    samples = sample(model.module, pad(src_ids), generator=torch.Generator().manual_seed(3))
+    samples = sample(model.module, pad(src_ids), seed=3)
     hyps = [model.vocab.decode_tgt(ids) for ids, _ in samples]
     keep = [k for k, h in enumerate(hyps) if h.strip() and
             model.vocab.encode_tgt([h])[0] == samples[k][0]]  # text round-trips to the ids
@@ -209,7 +209,7 @@ def test_keep_last_keeps_only_the_last_n(data_root, tmp_path):
 def test_sampling_near_zero_temperature_is_greedy(name):
     model = tiny_model(name)
     src, _ = random_batch()
-    drawn = sample(model, src, temperature=1e-6, generator=torch.Generator().manual_seed(0))
+    drawn = sample(model, src, temperature=1e-6, seed=0)
     assert [ids for ids, _ in drawn] == greedy(model, src)
 
 
@@ -219,7 +219,7 @@ def test_sampling_is_seeded_never_emits_pad_or_bos_and_keeps_the_length_limit():
     src = src.repeat(8, 1)  # 32 sentences
     limit = max_lengths(src, 0.5, 2)
     runs = [sample(model, src, 0.5, 2, top_k=0, temperature=2.0,
-                   generator=torch.Generator().manual_seed(seed)) for seed in (1, 1, 2)]
+                   seed=seed) for seed in (1, 1, 2)]
     assert runs[0] == runs[1] and runs[0] != runs[2]
     for ids, _ in runs[0] + runs[2]:
         assert PAD not in ids and BOS not in ids and EOS not in ids
@@ -237,8 +237,7 @@ def test_top_k_and_top_p_keep_the_right_tokens():
     assert torch.isfinite(filter_top(logits, top_p=0.1)).tolist() == [[True, False, False, False]]
     model = tiny_model("transformer")
     src, _ = random_batch()
-    g = torch.Generator().manual_seed(0)
-    assert [ids for ids, _ in sample(model, src, top_k=1, generator=g)] == greedy(model, src)
+    assert [ids for ids, _ in sample(model, src, top_k=1, seed=0)] == greedy(model, src)
 
 
 def test_sampling_through_the_cli_is_reproducible_and_checked(runs, data_root, capsys):
@@ -252,6 +251,22 @@ def test_sampling_through_the_cli_is_reproducible_and_checked(runs, data_root, c
                               "top-q:3", "x"), "--sampling", "top-k:K")
     assert_user_error(run_cli(capsys, "translate", "--run", runs["bahdanau"], "--sampling",
                               "top-p:1.5", "x"), "top-p:P")
+
+
+def test_a_sentences_sample_depends_on_the_seed_and_the_sentence_alone(runs, data_root):
+    """docs/api.md: the same seed gives a sentence the same sample alone, among other
+    sentences, in any order, in chunks of one line or many; another seed, other samples."""
+    model = nmt.load(runs["transformer"])
+    texts = sources(data_root, 12)
+    plan = Sampling(top_k=50, temperature=1.5, seed=3)
+    together = [t.text for t in model.translate(texts, sampling=plan)]
+    alone = [model.translate([t], sampling=plan)[0].text for t in texts]
+    backwards = [t.text for t in model.translate(texts[::-1], sampling=plan)][::-1]
+    streamed = [t.text for c in model.translate_chunks(texts, sampling=plan, chunk=5) for t in c]
+    assert together == alone == backwards == streamed
+    other = [t.text for t in model.translate(texts, sampling=Sampling(top_k=50, temperature=1.5,
+                                                                       seed=4))]
+    assert other != together
 
 
 @pytest.mark.parametrize("call, named", [
@@ -279,6 +294,27 @@ def test_the_api_refuses_bad_arguments_with_one_line_naming_them(runs, call, nam
     assert "\n" not in message and message.startswith(named), message
 
 
+def test_options_that_would_be_ignored_are_refused(runs, tmp_path, capsys):
+    """A device torch cannot use, a method without alignments, sentences beside --input:
+    each one line naming it, not a traceback or a silent choice; jsonl carries n_best on
+    every line when asked, an empty one included."""
+    with pytest.raises(nmt.core.errors.NMTError, match="^nmt.load: device 'tpu'"):
+        nmt.load(runs["bahdanau"], device="tpu")
+    model = nmt.load(runs["bahdanau"])
+    with pytest.raises(nmt.core.errors.NMTError, match="^method 'bogus': use one of"):
+        model.translate(["ein hund"], method="bogus")
+    (tmp_path / "in.txt").write_text("a b\n")
+    assert_user_error(run_cli(capsys, "translate", "--run", runs["bahdanau"], "-i",
+                              tmp_path / "in.txt", "x y"), "not both")
+    assert_user_error(run_cli(capsys, "translate", "--run", runs["bahdanau"], "--method",
+                              "saliency", "x y"), "add --alignments")
+    (tmp_path / "two.txt").write_text("\nthe dog .\n")
+    code, out, err = run_cli(capsys, "translate", "--run", runs["bahdanau"], "-i",
+                             tmp_path / "two.txt", "--format", "jsonl", "--n-best", "2")
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and len(lines) == 2 and all("n_best" in line for line in lines), out
+
+
 def test_a_sampler_out_of_range_or_of_another_type_is_a_one_line_error(runs):
     """Sampling's docstring: top-k (k > 0) or top-p (0 < p <= 1) at a temperature; a
     negative temperature, a p above 1 or a negative k is refused where it is built, not
@@ -287,12 +323,11 @@ def test_a_sampler_out_of_range_or_of_another_type_is_a_one_line_error(runs):
                        (dict(top_p=2.0), "top_p=2.0"), (dict(top_p=0.0), "top_p=0.0"),
                        (dict(temperature=-1.0), "temperature=-1.0"),
                        (dict(temperature=float("inf")), "temperature=inf"),
-                       (dict(top_k=True), "top_k=True"), (dict(seed=1.5), "seed=1.5"),
-                       (dict(seed=2**64), f"seed={2**64}")):  # beyond what torch can seed
+                       (dict(top_k=True), "top_k=True"), (dict(seed=1.5), "seed=1.5")):
         with pytest.raises(nmt.core.errors.NMTError, match=f"^Sampling {named}: expected"):
             Sampling(**bad)
     assert Sampling(top_k=0, top_p=1.0, temperature=0.0, seed=-2).temperature == 0.0
-    assert Sampling(top_k=2, seed=2**64 - 1).seed == 2**64 - 1  # the largest torch takes
+    assert Sampling(top_k=2, seed=2**70).seed == 2**70  # any whole number seeds a stream
     numpy = Sampling(top_k=np.int64(5), top_p=np.float32(0.9), seed=np.int32(3))  # accepted
     assert (numpy.top_k, numpy.seed) == (5, 3)
     model = nmt.load(runs["bahdanau"])

@@ -96,10 +96,11 @@ def test_sampling_draws_from_the_temperature_softened_top_set():
     probs = [0.05, 0.05, 0.1, 0.1, 0.5, 0.2]  # PAD, UNK, BOS, EOS, a, b
     model = Fixed(probs)
     src = torch.full((20000, 4), 5)
-    src[:, -1] = EOS
+    src[:, 0], src[:, 1] = 5 + torch.arange(20000) % 200, 5 + torch.arange(20000) // 200
+    src[:, -1] = EOS  # 20,000 distinct sentences: each draws from its own stream
     for temperature, top_k in ((2.0, 0), (0.5, 0), (1.0, 3)):
         drawn = sample(model, src, ratio=0.0, offset=2, top_k=top_k, temperature=temperature,
-                       generator=torch.Generator().manual_seed(0))
+                       seed=0)
         first = np.array([ids[0] if ids else EOS for ids, _ in drawn])
         allowed = [i for i in range(6) if i not in (PAD, BOS)]
         if top_k:

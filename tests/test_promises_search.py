@@ -82,7 +82,7 @@ def test_sample_returns_the_models_own_log_probability_eos_included():
     script = {(): {A: 0.6, EOS: 0.4}, (A,): {B: 0.7, EOS: 0.3}, (A, B): {EOS: 0.9, A: 0.1}}
     for temperature in (0.5, 3.0):  # top_k=1: the draw is the arg-max, the score the model's
         [(ids, score)] = sample(Scripted(script), SRC, top_k=1, temperature=temperature,
-                                generator=torch.Generator().manual_seed(0))
+                                seed=0)
         assert ids == [A, B]
         assert score == pytest.approx(math.log(0.6) + math.log(0.7) + math.log(0.9))
 
@@ -106,7 +106,7 @@ def test_sampling_never_draws_pad_or_bos_even_when_the_model_prefers_them():
     with torch.no_grad():
         model.out.bias[PAD] = model.out.bias[BOS] = 20.0
     src, _ = random_batch(batch=4)
-    drawn = sample(model, src.repeat(4, 1), generator=torch.Generator().manual_seed(3))
+    drawn = sample(model, src.repeat(4, 1), seed=3)
     assert all(PAD not in ids and BOS not in ids for ids, _ in drawn)
     assert all(math.isfinite(score) for _, score in drawn)
 

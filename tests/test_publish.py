@@ -98,6 +98,16 @@ def test_the_cli_and_the_server_read_the_folder(published, capsys):
     assert len(load_runs([folder])) == 1
 
 
+def test_a_published_folder_names_its_one_checkpoint_when_asked_for_another(published,
+                                                                             capsys):
+    run, folder = published["bahdanau"]
+    assert nmt.load(folder, checkpoint="best").path == folder  # the one it holds
+    with pytest.raises(NMTError, match="holds one checkpoint, its run's 'best', not 'last'"):
+        nmt.load(folder, checkpoint="last")
+    with pytest.raises(NMTError, match=r"checkpoint 'bogus': .* \(it has: best, last\); use best"):
+        nmt.load(run, checkpoint="bogus")
+
+
 def test_a_cut_or_altered_file_is_refused_in_one_line(published, tmp_path):
     import shutil
 

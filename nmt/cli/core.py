@@ -290,6 +290,10 @@ def translate(
 
     if beam is not None and n_best is not None and n_best > beam:
         raise NMTError(f"--n-best {n_best} is larger than --beam {beam}")
+    if sentences and input_ is not None:
+        raise NMTError("give sentences as arguments or a file with --input, not both")
+    if method is not None and not alignments:
+        raise NMTError("--method says how --alignments are read: add --alignments, or drop it")
     plan = Sampling.parse(sampling, temperature, seed) if sampling else None
     set_threads(threads)
     model = load(*run, checkpoint=checkpoint.value, engine=engine.value,

@@ -16,13 +16,14 @@ def write_translations(chunks: Iterable[list], out: TextIO, n_best: int = 1,
     text: one line per sentence (`text`, or `text<TAB>links` with `alignments`), or with
     n_best > 1 `n_best` lines `text<TAB>score[<TAB>links]` per sentence, padded with empty
     ones; links are word-level Pharaoh `source-target`, 0-based. jsonl: one JSON object
-    per input line (text, score, pieces, links when asked, n_best when n_best > 1).
+    per input line (text, score, pieces, links when asked, n_best on every line when
+    n_best > 1).
     """
 
     for chunk in chunks:
         for t in chunk:
             if fmt == "jsonl":
-                out.write(json.dumps(t.as_dict(), ensure_ascii=False) + "\n")
+                out.write(json.dumps(t.as_dict(n_best > 1), ensure_ascii=False) + "\n")
                 continue
             hyps = t.hypotheses if n_best > 1 else t.hypotheses[:1]
             for h in hyps + [None] * (n_best - len(hyps)):

@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nmt.align.extract import DEFAULT_METHOD, collect
+from nmt.align.extract import DEFAULT_METHOD, METHODS, collect
 from nmt.align.guided import reading_of
 from nmt.align.records import AlignmentRecord
 from nmt.core.config import Config
-from nmt.core.errors import NMTError
+from nmt.core.errors import NMTError, one_line
 from nmt.core.tokens import PAD
 from nmt.data.batching import collate
 from nmt.data.links import Link
@@ -116,9 +116,11 @@ class Translation:
     links = property(lambda self: self.hypotheses[0].links)
     word_matrix = property(lambda self: self.hypotheses[0].word_matrix)
 
-    def as_dict(self) -> dict:
+    def as_dict(self, n_best: bool = False) -> dict:
+        """The best hypothesis's fields, and `n_best` (every hypothesis) when there are
+        several or when `n_best` asks for the key on every line (an empty source has one)."""
         out = {"source": self.source, **self.hypotheses[0].as_dict()}
-        if len(self.hypotheses) > 1:
+        if n_best or len(self.hypotheses) > 1:
             out["n_best"] = [h.as_dict() for h in self.hypotheses]
         return out
 
@@ -142,8 +144,7 @@ class Sampling:
                   ("top_p", number(self.top_p) and 0.0 < self.top_p <= 1.0, "0 < top_p <= 1"),
                   ("temperature", number(self.temperature) and 0.0 <= self.temperature < math.inf,
                    "a number >= 0 (near 0: greedy)"),
-                  ("seed", number(self.seed, numbers.Integral) and -2**63 <= self.seed < 2**64,
-                   "a whole number from -2**63 to 2**64 - 1"))
+                  ("seed", number(self.seed, numbers.Integral), "a whole number"))
         for name, ok, expected in checks:
             if not ok:
                 raise NMTError(f"Sampling {name}={getattr(self, name)!r}: expected {expected}")
@@ -223,6 +224,8 @@ class Model:
 
         beam = self._beam(beam, n_best, sampling)
         chunk = _count(chunk, "chunk")
+        if method not in METHODS:  # checked even without alignments: a typo is not ignored
+            raise NMTError(f"method {method!r}: use one of {', '.join(METHODS)}")
         lines = iter(_sentences(lines, "lines"))
         while block := _texts(islice(lines, chunk), "lines"):
             src_ids = self.vocab.encode_src(block)
@@ -349,6 +352,10 @@ def load(*runs: str | Path, checkpoint: str = "best", device: str | None = None,
         check_same_vocab([(Path(r), v) for r, (_, v, _, _) in zip(runs, loaded)])
         module = Ensemble([m for _, _, m, _ in loaded])
     if device:
-        module = module.to(device)
+        try:
+            module = module.to(device)
+        except (RuntimeError, AssertionError, TypeError) as exc:  # unknown, or not built in
+            raise NMTError(f"nmt.load: device {device!r}: {one_line(exc)}; use 'cpu', or "
+                           "'cuda' with a CUDA build of torch") from None
     model = Model(Path(runs[0]), cfg, vocab, module.eval(), checkpoint)
     return model if (engine, quantize) == ("pytorch", None) else model.on(engine, quantize, device)

@@ -6,6 +6,7 @@ which family it drives.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import torch
@@ -86,19 +87,34 @@ def greedy(model: Seq2Seq, src: Tensor, ratio: float = 1.5, offset: int = 10) ->
 @torch.no_grad()
 def sample(model: Seq2Seq, src: Tensor, ratio: float = 1.5, offset: int = 10, top_k: int = 0,
            top_p: float = 1.0, temperature: float = 1.0,
-           generator: torch.Generator | None = None) -> list[tuple[list[int], float]]:
+           seed: int = 0) -> list[tuple[list[int], float]]:
     """Draw each token from softmax(log p / temperature) cut to the `top_k` most likely
     tokens (0 = all) or to the smallest set whose probability reaches `top_p` (nucleus
     sampling, Holtzman et al. 2020), until EOS or the length limit; PAD and BOS are never
     drawn (`constrain`). Returns (ids, the sum of the model's own log-probabilities, not
     the temperature's, of them and of the final EOS). A temperature near 0 draws the
-    arg-max: greedy search."""
+    arg-max: greedy search. Each sentence draws from its own stream, seeded by `seed` and
+    its source ids (`row_seed`): its sample does not depend on the batch it is in."""
+    streams = [torch.Generator(device=src.device).manual_seed(row_seed(seed, row))
+               for row in src.tolist()]
 
     def draw(log_probs: Tensor) -> Tensor:
         probs = filter_top(log_probs / max(temperature, 1e-8), top_k, top_p).softmax(-1)
-        return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        cdf = probs.cumsum(-1)
+        u = torch.cat([torch.rand(1, generator=g, device=src.device) for g in streams])
+        # inverse CDF at (1 - u) of the total, in (0, total]: the first token whose
+        # cumulative probability reaches it has probability > 0
+        wanted = ((1.0 - u) * cdf[:, -1]).unsqueeze(1)
+        return torch.searchsorted(cdf, wanted).squeeze(1).clamp_max(cdf.size(1) - 1)
 
     return _one_token_at_a_time(model, src, ratio, offset, draw)
+
+
+def row_seed(seed: int, row: list[int]) -> int:
+    """A sentence's own seed: a 63-bit hash of `seed` and its source ids, padding dropped."""
+    ids = ",".join(str(i) for i in row if i != PAD)
+    digest = hashlib.blake2b(f"{seed}:{ids}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
 
 
 def filter_top(logits: Tensor, top_k: int = 0, top_p: float = 1.0) -> Tensor:

@@ -16,14 +16,13 @@ MAX_SOURCE = 1000  # longer inputs are cut to this many subwords before decoding
 
 
 def decode_batch(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig, beam: int,
-                 n_best: int = 1, sampling=None, generator=None
-                 ) -> list[list[tuple[list[int], float]]]:
+                 n_best: int = 1, sampling=None) -> list[list[tuple[list[int], float]]]:
     """n-best (ids, score) per sentence; beam 1 runs greedy search; `sampling`
     (nmt.decoding.api.Sampling) draws one translation per sentence instead."""
     if sampling is not None:
         return [[hyp] for hyp in sample(model, src, cfg.max_len_ratio, cfg.max_len_offset,
                                         sampling.top_k, sampling.top_p, sampling.temperature,
-                                        generator)]
+                                        sampling.seed)]
     if beam == 1 and n_best == 1:
         return [[(ids, 0.0)] for ids in greedy(model, src, cfg.max_len_ratio, cfg.max_len_offset)]
     hyps = beam_search(model, src, beam, cfg.length_penalty, cfg.max_len_ratio,
@@ -35,19 +34,16 @@ def nbest_ids(model: Seq2Seq, src_ids: list, cfg: DecodeConfig, beam: int | None
               n_best: int = 1, sampling=None) -> list[list[tuple[list[int], float]]]:
     """The search's own n-best (target ids without BOS/EOS, score) per sentence, decoded
     in length-sorted batches and returned in input order; with `sampling`
-    (nmt.decoding.api.Sampling), one sample per sentence from a generator seeded by sampling.seed.
+    (nmt.decoding.api.Sampling), one sample per sentence, from a stream seeded by
+    sampling.seed and the sentence (the same in any batch, chunk or company).
 
     An empty source (EOS only) gives one empty hypothesis, so lines stay aligned.
     """
     beam = beam or cfg.beam
-    generator = None
-    if sampling is not None:
-        generator = torch.Generator(device=next(model.parameters()).device)
-        generator.manual_seed(sampling.seed)
     model.eval()
     device = next(model.parameters()).device
     return by_length(src_ids, cfg.batch_size, lambda seqs: decode_batch(
-        model, pad(seqs).to(device), cfg, beam, n_best, sampling, generator),
+        model, pad(seqs).to(device), cfg, beam, n_best, sampling),
         empty=lambda: [([], 0.0)])
 
 

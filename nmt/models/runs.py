@@ -50,6 +50,10 @@ def checkpoint_path(path: Path | str, which: str = "best") -> Path:
     if which == "averaged" and not ckpt_path.is_file():
         raise NMTError(f"{ckpt_path}: no averaged checkpoint; write it with "
                        f"`nmt average --run {run.path} --last N`")
+    if which not in ("best", "last") and not ckpt_path.is_file():
+        kept = ", ".join(p.stem for p in sorted(run.checkpoints.glob("*.pt"))) or "none"
+        raise NMTError(f"checkpoint {which!r}: {run.path} has no such checkpoint (it has: "
+                       f"{kept}); use best, last or averaged")
     return ckpt_path
 
 
@@ -62,6 +66,9 @@ def load_run(path: Path | str, which: str = "best",
     cfg = load_config(run.path)
     if is_published(run.path):  # a folder of `nmt publish`: its safetensors, checked
         stamp = read_stamp(run.path)
+        if which not in ("best", stamp.get("checkpoint")):  # it holds one checkpoint
+            raise NMTError(f"{run.path}: a published model holds one checkpoint, its run's "
+                           f"{stamp.get('checkpoint')!r}, not {which!r}; drop --checkpoint")
         vocab = Vocab.from_dir(run.spm)
         model = build_model(cfg.model, vocab.src_size, vocab.tgt_size, vocab.joint, cfg.local)
         model.load_state_dict(load_weights(run.path, model))
