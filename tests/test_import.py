@@ -439,9 +439,9 @@ def test_an_import_without_val_says_so_and_training_names_the_remedy(tmp_path, c
     import_from("bare", "de-en", root, tsv=tsv)
     cfg = tmp_path / "tiny.yaml"
     cfg.write_text(f"runs_dir: {tmp_path / 'runs'}\n"
-                   f"data: {{root: {root}, corpus: bare, pair: de-en, test: train}}\n"
+                   f"data: {{root: {root}, corpus: bare, pair: de-en, test: test}}\n"
                    "model: {family: bahdanau, emb_size: 16, hidden_size: 16}\n")
-    assert_user_error(run_cli(capsys, "train", "--config", cfg),
+    assert_user_error(run_cli(capsys, "train", "--config", cfg, "--no-evaluate"),
                       "split 'val' is not in", "(it has: train)", "--valid-size N")
     assert [p.name for p in (tmp_path / "runs").rglob("*")] == ["tiny", ".lock"]  # no work
 

@@ -109,11 +109,24 @@ def check_resumable(payload: dict, config: dict, path: Path) -> None:
                        "another run (--set name=...)")
 
 
-def shape_changes(payload: dict, config: dict) -> list[str]:
-    """The `model.*` keys of `config` (a dict) that differ from those `payload` was saved
-    with: why its weights no longer load."""
+def resume_payload(path: Path, vocab: Any, config: dict) -> dict:
+    """The checkpoint `--resume` continues from, checked against today's vocabulary and
+    config (a dict): the sizes, and what decides the batches (`check_resumable`)."""
+    payload = load_checkpoint(path)
+    check_vocab(payload, vocab, path,
+                "the config's has other sizes; resume with the config the run was started with")
+    check_resumable(payload, config, path)
+    return payload
+
+
+def shape_error(path: Path, payload: dict, config: dict, exc: Exception) -> NMTError:
+    """Why `payload`'s weights do not load into the model of `config` (a dict): the
+    `model.*` keys that changed since it was saved, else the library's first line."""
     saved = (payload.get("config") or {}).get("model", {})
-    return [f"model.{key}" for key, value in saved.items() if config["model"].get(key) != value]
+    changed = [f"model.{k}" for k, value in saved.items() if config["model"].get(k) != value]
+    return NMTError(f"{path}: does not match the config ("
+                    + (f"it was trained with other {', '.join(changed)}; resume without "
+                       "changing them" if changed else one_line(exc)) + ")")
 
 
 def kept_checkpoints(directory: Path) -> list[Path]:

@@ -17,16 +17,9 @@ import torch
 
 from nmt.align.extract import collect, dump_training_alignments
 from nmt.align.guided import reading_of
-from nmt.core.checkpoint import (
-    check_resumable,
-    check_vocab,
-    kept_checkpoints,
-    load_checkpoint,
-    save_checkpoint,
-    shape_changes,
-)
+from nmt.core.checkpoint import kept_checkpoints, resume_payload, save_checkpoint, shape_error
 from nmt.core.config import Config, config_to_dict, save_config
-from nmt.core.errors import Interrupted, NMTError, one_line
+from nmt.core.errors import Interrupted, NMTError
 from nmt.core.locks import StopRequest, run_lock
 from nmt.core.memory import peak_rss_mib, release_free_memory, rss_mib
 from nmt.core.progress import TrainDisplay
@@ -130,9 +123,8 @@ class Trainer:
                            "it or pick another name with --set name=...")
 
     def _write_run_files(self, resume: bool) -> None:
-        """config.yaml and precision.json, once data, model and checkpoint fit together
-        (each by rename: a kill leaves the old file whole), and metrics.jsonl without the
-        records of work a resume redoes or of a start that never saved."""
+        """config.yaml and precision.json, once data, model and checkpoint fit together (by
+        rename), and metrics.jsonl without records of redone work or an abandoned start."""
         if dist.is_main():
             self.run.path.mkdir(parents=True, exist_ok=True)
             save_config(self.cfg, self.run.config)
@@ -142,18 +134,12 @@ class Trainer:
 
     def _restore(self) -> None:
         last, config = self.run.checkpoint("last"), config_to_dict(self.cfg)
-        payload = load_checkpoint(last)
-        check_vocab(payload, self.data.vocab, last,
-                    "the config's has other sizes; resume with the config the run was started with")
-        check_resumable(payload, config, last)
+        payload = resume_payload(last, self.data.vocab, config)
         try:
             self.model.load_state_dict(payload["model"])
             self.optim.load_state_dict(payload["optimizer"])
         except (RuntimeError, ValueError, KeyError) as exc:
-            changed = shape_changes(payload, config)
-            raise NMTError(f"{last}: does not match the config ("
-                           + (f"it was trained with other {', '.join(changed)}; resume without "
-                              "changing them" if changed else one_line(exc)) + ")") from None
+            raise shape_error(last, payload, config, exc) from None
         self.schedule.load_state_dict(payload["schedule"])
         self.progress = Progress(**payload["progress"])
         torch.set_rng_state(payload["rng_torch"])
