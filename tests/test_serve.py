@@ -200,12 +200,21 @@ def test_free_alignment_follows_the_beam_asked(url, models, sentences):
     for got, model in zip(body["runs"], models):
         [t] = model.translate([source], beam=3, alignments=True)
         assert got["tgt_words"] == t.hypotheses[0].tgt_words and [tuple(x) for x in got["links"]] == t.links
+    widened = max(m.cfg.decode.beam for m in models) + 2  # n-best over each run's beam
+    body = post(url, "/api/align", {"source": source, "n_best": widened}).json()
+    asked = post(url, "/api/translate", {"source": source, "n_best": widened}).json()
+    for got, said, model in zip(body["runs"], asked["runs"], models):
+        [t] = model.translate([source], beam=widened, alignments=True)
+        assert said["beam"] == widened and said["text"] == t.text  # the search translate ran
+        assert got["tgt_words"] == t.hypotheses[0].tgt_words  # is the one aligned
 
 
 BAD = [  # (path, body, status, field)
     ("/api/translate", {}, 422, "source"),
     ("/api/translate", {"source": ""}, 422, "source"),
     ("/api/translate", {"source": "   "}, 422, "source"),
+    ("/api/translate", {"source": "\ufeff "}, 422, "source"),  # a byte-order mark is no text
+    ("/api/align", {"source": "a", "target": "\ufeff"}, 422, "target"),
     ("/api/translate", {"source": 5}, 422, "source"),
     ("/api/translate", {"source": ["a"]}, 422, "source"),
     ("/api/translate", {"source": "a", "beam": "3"}, 422, "beam"),
@@ -215,6 +224,7 @@ BAD = [  # (path, body, status, field)
     ("/api/translate", {"source": "a", "path": "/etc/passwd"}, 422, "path"),
     ("/api/translate", {"source": "a", "runs": [5]}, 422, "runs"),
     ("/api/translate", {"source": "a", "runs": ["../runs/x"]}, 422, "runs"),
+    ("/api/translate", {"source": "a", "runs": [0, "<b>" * 500]}, 422, "runs"),
     ("/api/translate", b'{"source": "a"', 422, "body"),
     ("/api/translate", b"[1, 2]", 422, "body"),
     ("/api/translate", b"", 422, "body"),
@@ -239,6 +249,7 @@ def test_bad_input_is_a_4xx_naming_the_field(url, path, body, status, field):
     assert data["field"] == field, data
     assert field in data["detail"] or field == "body"
     no_traceback(r)
+    assert "<b>" not in r.text  # the values sent are not echoed
     if status == 413:
         assert any(limit in data["detail"] for limit in (
             f"{MAX_WORDS} words", f"{MAX_CHARS:,} characters", "bytes"))
@@ -412,3 +423,13 @@ def test_the_page(url, models, sentences):
         columns = [{x.split(",")[1] for x in c} for c in lit(page)]
         assert all(c <= {"1"} for c in columns) and any(columns)  # (a translation may be empty)
         assert errors == [], errors
+        shown = cells(page, 0)  # an alignment refused (413) after its translation came back
+        page.fill("#target", "ga " * 101)
+        page.click("#go")
+        page.wait_for_function("() => !document.getElementById('go').disabled")
+        assert "101 words" in page.text_content("#message")
+        page.select_option("#method", "saliency")  # the views redraw the sentence shown
+        page.wait_for_function("""() => document.querySelector('.panel[data-panel="0"] h2')
+            .textContent.includes('saliency')""")
+        assert len(cells(page, 0)) == len(shown)
+        assert [e for e in errors if "413" not in e] == [], errors

@@ -159,11 +159,11 @@ class RunSet:
             raise ApiError(422, f"runs: {len(refs)} references, but {len(self.served)} runs "
                            "are served; name each run at most once", "runs")
         out = []
-        for ref in refs:
+        for k, ref in enumerate(refs):
             run = self.by_name.get(ref) if isinstance(ref, str) else (
                 self.served[ref] if 0 <= ref < len(self.served) else None)
-            if run is None:
-                raise ApiError(422, f"runs: no run {ref!r}; the runs are "
+            if run is None:  # the value sent is not echoed (docs/serve.md)
+                raise ApiError(422, f"runs: item {k} names no run; the runs are "
                                f"{', '.join(f'{s.index} ({s.name})' for s in self.served)}",
                                "runs")
             if all(run.index != kept.index for kept in out):
@@ -300,7 +300,8 @@ def _work_routes(app: FastAPI, runs: RunSet, slots: Slots) -> None:
                            "--reverse RUN (one per run)", "symmetrize")
 
         def work():
-            results = [R.align(run, req.source, req.target, req.method, req.beam,
+            results = [R.align(run, req.source, req.target, req.method,  # translate's beam
+                               req.beam or max(run.model.cfg.decode.beam, req.n_best),
                                req.symmetrize) for run in asked]
             explorer = (R.explorer_data(results, req.source, req.target is not None,
                                         "nmt serve") if req.views else None)

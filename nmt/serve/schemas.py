@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from nmt.align.extract import DEFAULT_METHOD, METHODS
+from nmt.data.sources import BOM
 from nmt.data.symmetrize import SYMMETRIZATIONS
 from nmt.serve.runs import MAX_BEAM, MAX_CHARS, MAX_PIECES, MAX_WORDS
 
@@ -32,6 +33,11 @@ def encodable(text: str) -> str:
     return text
 
 
+def blank(text: str) -> bool:
+    """Whether `text` holds nothing a run would read: spaces and byte-order marks only."""
+    return not text.replace(BOM, " ").strip()
+
+
 class SentenceRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -43,7 +49,7 @@ class SentenceRequest(BaseModel):
     @classmethod
     def _not_empty(cls, text: str) -> str:
         text = encodable(text).strip()
-        if not text:
+        if blank(text):
             raise ValueError("empty; type a sentence")
         return text
 
@@ -70,6 +76,8 @@ class AlignRequest(SentenceRequest):
                                      "(gradient x input; also for fixed_context)")
     beam: int | None = Field(None, ge=1, le=MAX_BEAM,
                              description="free mode: the beam of the translation aligned")
+    n_best: int = Field(1, ge=1, le=MAX_BEAM, description="free mode, beam null: the n-best "
+                        "/api/translate was asked, which widens each run's beam as it did")
     symmetrize: Literal[SYMMETRIZE] | None = Field(
         None, description="with --reverse runs: also the reverse run's alignment and the "
                           "two symmetrised by this heuristic (agreement: nmt align's default)")
@@ -79,7 +87,7 @@ class AlignRequest(SentenceRequest):
     @field_validator("target")
     @classmethod
     def _target(cls, text: str | None) -> str | None:
-        if text is not None and not encodable(text).strip():
+        if text is not None and blank(encodable(text)):
             raise ValueError("empty; send null for free mode (each run's own translation)")
         return None if text is None else text.strip()
 

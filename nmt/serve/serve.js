@@ -63,14 +63,15 @@
       "Hover or focus a word: it lights up in every panel.";
   }
 
-  async function align() {
-    const { source, target, beam } = last;
+  async function align(shown = last) {
+    const { source, target, beam, nBest } = shown;
     const sym = $("symmetrize").value || null;
     const al = await api("/api/align", {
-      source, target, beam: target === null ? beam : null, method: $("method").value,
-      symmetrize: $("sym-box").hidden ? null : sym, views: true,
+      source, target, beam: target === null ? beam : null, n_best: target === null ? nBest : 1,
+      method: $("method").value, symmetrize: $("sym-box").hidden ? null : sym, views: true,
     });
-    last.alignment = al;
+    shown.alignment = al;
+    last = shown; // only a sentence whose alignment came back is the one the views redraw
     window.nmtExplorer.show(al.explorer, { decorate, hash: false, summary: summary(al) });
   }
 
@@ -85,8 +86,7 @@
     say("translating…");
     try {
       const tr = await api("/api/translate", { source, beam, n_best: nBest });
-      last = { source, target, beam, translations: tr.runs };
-      await align();
+      await align({ source, target, beam, nBest, translations: tr.runs });
       say("");
     } catch (err) {
       say(err.message, true);
