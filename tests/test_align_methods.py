@@ -157,11 +157,21 @@ def test_runs_of_the_other_pair_are_refused_beside_each_other(runs, tmp_path, ca
 
     fwd, rev = str(runs["fwd"]), str(runs["rev"])
     code, _, err, _ = align(capsys, tmp_path, "--run", fwd, "--run", rev, "--split", "test")
-    assert code == 2 and f"{rev}: trained on tgt-src but {fwd} on src-tgt" in err, err
+    assert code == 2 and f"{rev}: trained on pair tgt-src but {fwd} on src-tgt" in err, err
     for call in (lambda: nmt.load(fwd, rev), lambda: find_sources([runs["fwd"], runs["rev"]]),
                  lambda: compare_runs([runs["fwd"], runs["rev"]], tmp_path / "report")):
-        with pytest.raises(NMTError, match=f"^{rev}: trained on tgt-src but {fwd} on src-tgt"):
+        with pytest.raises(NMTError, match=f"^{rev}: trained on pair tgt-src but {fwd} on src-tgt"):
             call()
+
+
+def test_a_report_or_the_explorer_also_needs_one_corpus():
+    from nmt.core.config import build_config
+    from nmt.models.runs import check_one_pair
+
+    a, b = (build_config({"data": {"corpus": c, "pair": "de-en"}}) for c in ("m30k", "mine"))
+    check_one_pair([("A", a), ("B", b)], "why")  # aligning: sentences of any corpus
+    with pytest.raises(NMTError, match="^B: trained on corpus mine but A on m30k; why$"):
+        check_one_pair([("A", a), ("B", b)], "why", corpus=True)
 
 
 def test_saliency_aligns_the_fixed_context_family(runs, data_root, tmp_path, capsys):

@@ -166,6 +166,7 @@ def test_2_a_resume_that_changes_the_batches_or_the_shape_names_the_keys(mini, t
     for section, key, value, says in (
             ("train", "batch_tokens", 999, "train.batch_tokens was 800, now 999"),
             ("data", "max_len", 7, "data.max_len was 12, now 7"),
+            ("guided", "symmetrize", "union", "its teacher's links.*symmetrize was 'grow-diag"),
             ("model", "hidden_size", 24, "other model.hidden_size; resume without changing")):
         changed = {**raw, section: {**raw[section], key: value}}
         with pytest.raises(NMTError, match=says):
@@ -195,6 +196,12 @@ def test_2_a_copied_runs_own_config_resumes_the_copy_not_the_original(mini, tmp_
     assert code == 0, err
     assert load_checkpoint(copy / "checkpoints" / "last.pt")["progress"]["step"] == 4
     assert (cfg.run_dir / "checkpoints" / "last.pt").read_bytes() == before
+    from nmt.data.pin import corpus_of
+    from nmt.models.runs import load_config as run_config
+
+    moved = run_config(copy)  # what align, compare and serve read: the copy's own pin
+    assert moved.run_dir.resolve() == copy.resolve()
+    assert Path(corpus_of(moved).folder).resolve() == (copy / "corpus").resolve()
 
 
 # ----------------------------------------------------------------------------- defect 3

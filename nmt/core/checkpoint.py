@@ -90,23 +90,26 @@ def check_vocab(payload: dict, vocab: Any, path: Path, hint: str) -> None:
                        f"{hint}")
 
 
-# What decides an epoch's batches (docs/architecture.md, "Reliability"): a resume that
-# changed one would continue at a saved position in another list of batches.
-BATCH_KEYS = (("data", "train"), ("data", "max_len"), ("data", "concat"), ("train", "seed"),
-              ("train", "batch_tokens"), ("vocab", "sampling_alpha"))
+# What a run fixed at its start (docs/architecture.md, "Reliability"): the epoch's batches
+# (a resume that changed one would continue at a saved position in another list of them)
+# and the teacher links it pinned (which a resume reads, whatever the config now says).
+RESUME_KEYS = (("data", "train"), ("data", "max_len"), ("data", "concat"), ("train", "seed"),
+               ("train", "batch_tokens"), ("vocab", "sampling_alpha"), ("guided", "teacher"),
+               ("guided", "teacher_run"), ("guided", "teacher_reverse"),
+               ("guided", "teacher_pairs"), ("guided", "symmetrize"))
 
 
 def check_resumable(payload: dict, config: dict, path: Path) -> None:
-    """`--resume` continues exactly: refuse a config (as a dict) that changed what decides
-    the epoch's batches since `path` was saved, naming each key, old and new."""
+    """`--resume` continues exactly: refuse a config (as a dict) that changed what the run
+    fixed at its start (`RESUME_KEYS`) since `path` was saved, naming each key, old and new."""
     saved = payload.get("config") or {}
     changed = [f"{section}.{key} was {saved[section][key]!r}, now {config[section][key]!r}"
-               for section, key in BATCH_KEYS
+               for section, key in RESUME_KEYS
                if key in saved.get(section, {}) and saved[section][key] != config[section][key]]
     if changed:
-        raise NMTError(f"{path}: resuming continues the epoch's batches where they stopped, "
-                       f"but {'; '.join(changed)}; resume without changing them, or start "
-                       "another run (--set name=...)")
+        raise NMTError(f"{path}: resuming continues on what the run fixed at its start (its "
+                       f"batches, its teacher's links), but {'; '.join(changed)}; resume "
+                       "without changing them, or start another run (--set name=...)")
 
 
 def resume_payload(path: Path, vocab: Any, config: dict) -> dict:

@@ -138,7 +138,7 @@ def find_sources(runs: list[Path], split: str | None = None, align_dirs: list[Pa
         else "run") for path in map(Path, runs)]
     check_one_pair([(str(p), load_config(p)) for p, kind in kinds if kind == "run"],
                    "the explorer shows every run on the first one's sentences: give runs of "
-                   "one pair")
+                   "one corpus and pair", corpus=True)
     for path, kind in kinds:
         if kind == "npz":
             sources.sets.append(load_set(path))

@@ -4,6 +4,7 @@ The run directory's layout is nmt.core.rundir's."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from nmt.core.checkpoint import check_vocab, load_checkpoint
@@ -18,14 +19,16 @@ from nmt.models.checks import config_from_dict
 from nmt.models.published import is_published, load_weights, read_stamp, resolve
 
 
-def check_one_pair(named: list[tuple[str, Config]], why: str) -> None:
-    """One-line NMTError unless every (name, config) was trained on the first one's pair:
-    an ensemble, or runs shown on the same sentences, translate one way."""
+def check_one_pair(named: list[tuple[str, Config]], why: str, corpus: bool = False) -> None:
+    """One-line NMTError unless every (name, config) was trained on the first one's pair
+    (and with `corpus`, the first one's corpus): an ensemble, or runs shown on the same
+    sentences, translate one way; a report of runs scores them on one split."""
     first_name, first = named[0] if named else ("", None)
     for name, cfg in named[1:]:
-        if cfg.data.pair != first.data.pair:
-            raise NMTError(f"{name}: trained on {cfg.data.pair} but {first_name} on "
-                           f"{first.data.pair}; {why}")
+        for key in ("pair", "corpus") if corpus else ("pair",):
+            if getattr(cfg.data, key) != getattr(first.data, key):
+                raise NMTError(f"{name}: trained on {key} {getattr(cfg.data, key)} but "
+                               f"{first_name} on {getattr(first.data, key)}; {why}")
 
 
 def load_config(path: Path | str) -> Config:
@@ -37,7 +40,11 @@ def load_config(path: Path | str) -> Config:
     if not run.config.is_file():
         raise NMTError(f"{run.path}: not a run directory (no config.yaml); pass a folder "
                        "written by `nmt train`")
-    return config_from_dict(migrate(read_yaml(run.config)), str(run.config))
+    cfg = config_from_dict(migrate(read_yaml(run.config)), str(run.config))
+    if cfg.run_dir.resolve() != run.path.resolve():  # moved or copied: `run_dir` is here,
+        # so what reads the run's pin (`corpus_of(cfg)`) reads this folder's
+        cfg = dataclasses.replace(cfg, runs_dir=str(run.path.parent), name=run.path.name)
+    return cfg
 
 
 def checkpoint_path(path: Path | str, which: str = "best") -> Path:

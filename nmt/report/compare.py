@@ -344,7 +344,7 @@ def _load_all(run_paths: list[Path], split: str | None) -> tuple[list[RunSummary
         raise NMTError("compare needs at least one run directory, e.g. runs/bahdanau")
     configs = [load_config(p) for p in run_paths]
     check_one_pair(list(zip(map(str, run_paths), configs)), "a report scores and draws every "
-                   "run on the same split: give runs of one pair")
+                   "run on the same split: give runs of one corpus and pair", corpus=True)
     split = split or configs[0].data.test
     runs = [load_summary(Path(p), split) for p in run_paths]
     clash = [r for r in runs if [q.name for q in runs].count(r.name) > 1]

@@ -100,13 +100,14 @@ def broadcast(value):
     return box[0]
 
 
-def all_sum(value: int) -> int:
+def all_sums(*values: float) -> tuple[float, ...]:
+    """Each value summed over the ranks (float64), in one all-reduce."""
     if world_size() == 1:
-        return value
+        return tuple(float(v) for v in values)
     on = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
-    tensor = torch.tensor([value], dtype=torch.long, device=on)
+    tensor = torch.tensor(values, dtype=torch.float64, device=on)
     dist.all_reduce(tensor)
-    return int(tensor.item())
+    return tuple(tensor.tolist())
 
 
 def wrap(model: nn.Module) -> nn.Module:

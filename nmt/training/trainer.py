@@ -197,17 +197,17 @@ class Trainer:
         return dist.shard(batches)
 
     def train_step(self, batch, used: float = 0.0, real: bool = True) -> float | None:
-        """One optimiser step; returns the per-token loss, or None if it was not finite.
-        `used`: the fraction of the budget spent (schedule `linear`), the same on every rank.
-        `real` False: a stand-in for a batch with fewer rows than ranks (Batches.real)."""
+        """One optimiser step; the per-token loss of every rank's batch, or None if it was not
+        finite. `used`: the budget's fraction spent (schedule `linear`), the same on every
+        rank; `real` False: a stand-in for a batch with fewer rows than ranks (Batches.real)."""
         self.model.train()
         self.model.at_step(self.progress.step + 1)
         set_lr(self.optim, self.schedule.lr(self.progress.step + 1, used))
-        n_tokens = dist.all_sum(batch.n_tokens if real else 0)
         with dist.autocast(self.device, self.precision):
             loss = loss_fn(self.ddp, batch.to(self.device), self.cfg.train.label_smoothing,
                            self.cfg.guided) * (1.0 if real else 0.0)  # a stand-in counts 0
-        if not torch.isfinite(loss):
+        n_tokens, total = dist.all_sums(batch.n_tokens if real else 0, loss.item())  # all ranks
+        if not math.isfinite(total):
             self.optim.zero_grad(set_to_none=True)
             return None
         (loss * dist.world_size() / n_tokens).backward()
@@ -215,7 +215,8 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip)
         self.optim.step()
         self.optim.zero_grad(set_to_none=True)
-        return loss.item() / max(batch.n_tokens, 1)
+        self.step_tokens = int(n_tokens)
+        return total / max(n_tokens, 1)
 
     def validate(self) -> dict:
         """Validation loss/perplexity on the chosen sentences, greedy BLEU and chrF."""
@@ -239,7 +240,6 @@ class Trainer:
         loss = total / max(tokens, 1)
         record = {"valid_loss": loss, "valid_ppl": math.exp(min(loss, 50)), **scores}
         if d.valid_links is not None:  # guided: how well the supervised heads follow the teacher
-
             records = collect(model, d.vocab, d.valid_src, d.valid_tgt, **reading_of(self.cfg))
             record["valid_aer"] = teacher_aer(records, d.valid_links)
         return record
@@ -319,12 +319,12 @@ class Trainer:
                     continue
                 bad_run = 0
                 p.step += 1
-                p.tokens += batch.n_tokens
+                p.tokens += self.step_tokens  # every rank's
                 p.train_seconds += seconds
-                window_tokens += batch.n_tokens
+                window_tokens += self.step_tokens
                 window_time += seconds
-                window_loss += loss * batch.n_tokens
-                self.display.update(step=p.step, epoch=p.epoch, loss=loss, tokens=batch.n_tokens,
+                window_loss += loss * self.step_tokens
+                self.display.update(step=p.step, epoch=p.epoch, loss=loss, tokens=self.step_tokens,
                                     position=p.epoch + p.batch_in_epoch / len(batches),
                                     seconds=seconds, elapsed=self.elapsed())
                 if p.step % t.log_every == 0:
