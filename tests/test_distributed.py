@@ -68,6 +68,22 @@ def test_two_gloo_processes_match_one_process(tmp_path):
     assert losses[0] and losses[0] == pytest.approx(losses[1], rel=1e-4)  # the whole batch's
 
 
+def test_bad_input_found_by_rank_0_stops_every_rank_in_one_line(tmp_path):
+    """Rank 0 pins the corpus while the others wait: its error reaches them as the same
+    one line, not as a broken connection's traceback."""
+    config = _config(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+         "2", "-m", "nmt", "train", "--config", str(config), "--set", "data.corpus=nosuch",
+         "--no-evaluate"], cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True, text=True, timeout=240)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("nmt: error:")]
+    assert proc.returncode != 0 and len(errors) == 2 and errors[0] == errors[1], proc.stderr
+    ours = [line for line in proc.stderr.splitlines()  # torchrun's own summary aside
+            if line.strip().startswith("File ") and "/nmt/" in line]
+    assert "nosuch" in errors[0] and not ours and "Connection closed" not in proc.stderr, ours
+
+
 def test_two_ranks_train_every_one_of_301_pairs_once_an_epoch(tmp_path):
     """Issue 60, defect 11: small batches (fewer rows than ranks) are trained too, the
     second rank on a stand-in row of weight 0, so one epoch on 2 gloo ranks takes the steps

@@ -55,11 +55,17 @@ def load_data(cfg: Config, resume: bool = False, quiet: bool = False) -> Data:
     """The run's pinned corpus (nmt.data.pin: made at its first start by rank 0, which also
     computes a teacher's links; read back on resume), its vocabulary and encoded splits.
     The pin's notes go to stderr unless `quiet`."""
+    failed = None
     if dist.is_main():
-        pin = pin_corpus(cfg, resume, (lambda text: None) if quiet else _note)
-        if cfg.guided.weight:
-            _pin_links(cfg, pin)
-    dist.barrier()
+        try:
+            pin = pin_corpus(cfg, resume, (lambda text: None) if quiet else _note)
+            if cfg.guided.weight:
+                _pin_links(cfg, pin)
+        except NMTError as exc:  # every rank stops with rank 0's one line, none waits on
+            failed = exc
+    failed = dist.broadcast(None if failed is None else str(failed))  # (also the barrier)
+    if failed is not None:
+        raise NMTError(failed)
     pin = Pin(cfg.run_dir)
     vocab = Vocab.from_dir(pin.vocab_dir)
     src, tgt = pin.store(cfg.data.train, vocab)
