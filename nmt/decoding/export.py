@@ -218,7 +218,8 @@ def open_translator(run: Path, checkpoint: str = "best", **options):
     with export_lock(out):
         reason = stale(run, checkpoint)
         if reason:
-            print(f"{reason}: exporting it (nmt export --run {run})", file=sys.stderr)
+            again = "" if checkpoint == "best" else f" --checkpoint {checkpoint}"
+            print(f"{reason}: exporting it (nmt export --run {run}{again})", file=sys.stderr)
             export(run, checkpoint)
         return ct2.Translator(str(out), **options)
 
