@@ -75,10 +75,19 @@ def own_run(cfg: Config, path: Path | str, overrides: list[str] = ()) -> Config:
     An explicit `--set runs_dir=...` or `--set name=...` wins."""
     home = Path(path).resolve().parent
     if (Path(path).name != "config.yaml" or not (home / "checkpoints").is_dir()
-            or home == cfg.run_dir.resolve()
             or any(o.split("=", 1)[0].strip() in ("name", "runs_dir") for o in overrides)):
         return cfg
-    return dataclasses.replace(cfg, runs_dir=str(home.parent), name=home.name)
+    return in_folder(cfg, home)
+
+
+def in_folder(cfg: Config, folder: Path | str) -> Config:
+    """`cfg` with `runs_dir` and `name` naming `folder` when they name another: the config
+    of a run read from its folder, wherever the run was copied or moved, so that what reads
+    the run's files (its pin: `nmt.data.pin.corpus_of(cfg)`) reads that folder's."""
+    folder = Path(folder)
+    if cfg.run_dir.resolve() == folder.resolve():
+        return cfg
+    return dataclasses.replace(cfg, runs_dir=str(folder.parent), name=folder.name)
 
 
 def validate(cfg: Config, where: str) -> None:

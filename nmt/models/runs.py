@@ -4,7 +4,6 @@ The run directory's layout is nmt.core.rundir's."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 from nmt.core.checkpoint import check_vocab, load_checkpoint
@@ -15,7 +14,7 @@ from nmt.data.folder import sha256_file
 from nmt.data.subwords import Vocab
 from nmt.models import build_model
 from nmt.models.base import Seq2Seq
-from nmt.models.checks import config_from_dict
+from nmt.models.checks import config_from_dict, in_folder
 from nmt.models.published import is_published, load_weights, read_stamp, resolve
 
 
@@ -40,11 +39,7 @@ def load_config(path: Path | str) -> Config:
     if not run.config.is_file():
         raise NMTError(f"{run.path}: not a run directory (no config.yaml); pass a folder "
                        "written by `nmt train`")
-    cfg = config_from_dict(migrate(read_yaml(run.config)), str(run.config))
-    if cfg.run_dir.resolve() != run.path.resolve():  # moved or copied: `run_dir` is here,
-        # so what reads the run's pin (`corpus_of(cfg)`) reads this folder's
-        cfg = dataclasses.replace(cfg, runs_dir=str(run.path.parent), name=run.path.name)
-    return cfg
+    return in_folder(config_from_dict(migrate(read_yaml(run.config)), str(run.config)), run.path)
 
 
 def checkpoint_path(path: Path | str, which: str = "best") -> Path:
