@@ -224,7 +224,7 @@ def test_bottleneck_compares_relative_drops(tmp_path, no_demo_runs):
     worse = _fake_run(tmp_path / "b", "bahdanau", [40.0, 10.0, 2.0])
     assert trained.bottleneck(tmp_path / "out", "png", run=[fixed, worse]).passed is False
     assert trained.bottleneck(tmp_path / "out", "png").passed is None  # skipped
-    with pytest.raises(NMTError, match="needs --run"):
+    with pytest.raises(NMTError, match="needs trained runs, .*`nmt lab run bottleneck --run A"):
         run_experiment("bottleneck", tmp_path / "out")
     with pytest.raises(NMTError, match="takes no --run"):
         run_experiment("tanh", tmp_path / "out", runs=[fixed])
@@ -274,7 +274,7 @@ def test_cli_lab_list_and_run(capsys, tmp_path, no_demo_runs):
     assert code == 0 and "PASS" in out and "0.4674" in out
     assert (tmp_path / "lab" / "softmax_toy.png").is_file()
     code, _, err = run_cli(capsys, "lab", "run", "bottleneck", "--out", tmp_path / "lab")
-    assert code == 2 and err.startswith("nmt: error: bottleneck: needs --run")
+    assert code == 2 and err.startswith("nmt: error: bottleneck: needs trained runs")
     code, _, err = run_cli(capsys, "lab", "run", "softmax-toy", "--format", "gif")
     assert code == 2 and "gif" in err
 
@@ -321,3 +321,21 @@ def test_the_interventions_figure_draws_each_measure_in_its_panel():
                                                "uniform": (0.25, 0.5)}})
     (js,), (share,) = ([p.get_height() for p in ax.patches] for ax in fig.axes[:2])
     assert (js, share) == (0.25, 0.5)
+
+
+def test_js_divergence_is_never_below_zero_nor_above_ln_2():
+    """nmt.lab.trained.js_divergence's docstring: in [0, ln 2], however close the rows
+    (float32 rounding alone puts about half of these a hair below 0)."""
+    import math
+
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    lp = torch.log_softmax(torch.randn(512, 500, generator=gen) * 3, -1)
+    near = torch.log_softmax(lp + 1e-6 * torch.randn(512, 500, generator=gen), -1)
+    close = trained.js_divergence(lp, near)
+    assert (close >= 0).all() and close.max() < 1e-6
+    far = torch.full((1, 2), -1e9)
+    far[0, 0], other = 0.0, torch.full((1, 2), -1e9)
+    other[0, 1] = 0.0
+    assert trained.js_divergence(far, other).item() == pytest.approx(math.log(2), abs=1e-6)

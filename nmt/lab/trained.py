@@ -54,8 +54,9 @@ def bottleneck(out_dir: Path, fmt: str, run: list[Path] | None = None) -> Result
     """BLEU by source length, fixed context vector beside attention models."""
     paths = list(run) if run else [p for p in DEMO_BOTTLENECK if p.is_dir()]
     if not run and len(paths) < 2:
-        return skipped("bottleneck", "needs --run of a fixed_context run and an attention run "
-                       "(or `make demo`'s runs/demo/*); skipped")
+        return skipped("bottleneck", "needs trained runs, a fixed_context one and one with "
+                       "attention: `nmt lab run bottleneck --run A --run B` (or `make demo`'s "
+                       "runs/demo/*); skipped")
     series = [_by_length(Path(p)) for p in paths]
     buckets = [b["bucket"] for b in series[0][2]]
     counts = [{x["bucket"]: x["sentences"] for x in s[2]} for s in series]
@@ -142,11 +143,13 @@ def previous_layer() -> Override:
 
 
 def js_divergence(lp: Tensor, lq: Tensor) -> Tensor:
-    """Jensen-Shannon divergence (nats, at most ln 2) between rows of log-probabilities."""
+    """Jensen-Shannon divergence (nats, in [0, ln 2]) between rows of log-probabilities;
+    rounding that would put equal rows a hair below 0 is clamped to 0."""
     p, q = lp.exp(), lq.exp()
     m = 0.5 * (p + q)
     log_m = m.clamp_min(1e-30).log()
-    return 0.5 * (torch.xlogy(p, p) - p * log_m).sum(-1) + 0.5 * (torch.xlogy(q, q) - q * log_m).sum(-1)
+    return (0.5 * (torch.xlogy(p, p) - p * log_m).sum(-1)
+            + 0.5 * (torch.xlogy(q, q) - q * log_m).sum(-1)).clamp_min(0.0)
 
 
 def _identity(w: Tensor, mask: Tensor) -> Tensor:
@@ -203,8 +206,9 @@ def not_explanation(out_dir: Path, fmt: str, run: list[Path] | None = None) -> R
     next-token distribution moves."""
     paths = list(run) if run else [p for p in DEMO_ATTENTION if p.is_dir()]
     if not paths:
-        return skipped("attention-is-not-explanation", "needs --run of a trained attention "
-                       "run (or `make demo`'s runs/demo/*); skipped")
+        return skipped("attention-is-not-explanation", "needs a trained run with attention: "
+                       "`nmt lab run attention-is-not-explanation --run RUN` (or `make demo`'s "
+                       "runs/demo/*); skipped")
     results = {Path(p).name: _intervene_run(Path(p)) for p in paths}
     rows = [[name, what, js, flips] for name, res in results.items()
             for what, (js, flips) in res.items()]
