@@ -370,6 +370,16 @@ def test_cli_errors_are_one_line(runs, capsys, monkeypatch):
     code, _, err = run_cli(capsys, "serve", runs["bahdanau"], "--host", "0.0.0.0")
     assert code == 0 and started[-1]["host"] == "0.0.0.0"
     assert "warning: listening on every interface" in err
+    import socket
+
+    with socket.socket() as taken:  # a port in use: one line before the banner
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        assert_user_error(run_cli(capsys, "serve", runs["bahdanau"], "--port", str(busy)),
+                          f"--port {busy}: cannot listen there")
+    code, _, err = run_cli(capsys, "serve", runs["bahdanau"], "--port", "0")
+    assert code == 0 and started[-1]["port"] > 0 and f":{started[-1]['port']}/" in err  # its port
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "fastapi" else find_spec(name, *a))

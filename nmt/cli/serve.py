@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -62,6 +63,7 @@ def serve(
         typer.echo(f"nmt serve: warning: listening on every interface ({host or '0.0.0.0'}): "
                    "anyone who can reach this machine can use the models; there is no "
                    "authentication", err=True)
+    port = listening_port(host, port)
     shown = f"[{host}]" if ":" in host else host
     names = ", ".join(f"{s.index} {s.name}" for s in served)
     typer.echo(f"nmt serve: {len(served)} runs ({names}) at http://{shown}:{port}/ "
@@ -75,6 +77,22 @@ def serve(
     # answer JSON (docs/serve.md, "Limits and errors"). Idle connections close after 5 s.
     uvicorn.run(application, host=host, port=port, log_level="info", log_config=log_config,
                 timeout_keep_alive=5, limit_concurrency=None)
+
+
+def listening_port(host: str, port: int) -> int:
+    """`port` (a free one for 0) once `host` was seen to listen on it: a port in use is one
+    line before the banner, not uvicorn's error after it."""
+    address = host.removeprefix("[").removesuffix("]")
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((address, port))
+        except OSError as exc:
+            raise NMTError(f"--host {host} --port {port}: cannot listen there "
+                           f"({exc.strerror or exc}); pick another --port (0: any free one)"
+                           ) from None
+        return probe.getsockname()[1]
 
 
 def allowed_hosts(host: str, extra: list[str]) -> list[str]:
