@@ -57,6 +57,19 @@ def test_translate_equals_the_cli_and_jsonl_carries_the_same(runs, data_root, ca
     assert api[0].pieces == model.vocab.tgt_pieces(model.vocab.encode_tgt([api[0].text])[0])
 
 
+def test_align_shows_the_words_as_written_even_where_the_vocabulary_has_no_piece(runs):
+    """Model.align: characters outside the vocabulary are <unk> pieces, not <unk> words, so
+    two runs of other vocabularies show the same words (the serve page's rows line up)."""
+    model = nmt.load(runs["transformer"])
+    [rec] = model.align(["the  dog <b>runs</b> ."], ["sepo ga <i>goku</i> ."])
+    assert "<unk>" in "".join(rec.tgt_tokens)  # the synthetic vocabulary has no "<"
+    assert rec.src_words == ["the", "dog", "<b>runs</b>", "."]
+    assert rec.tgt_words == ["sepo", "ga", "<i>goku</i>", "."]
+    assert rec.word_weights.shape == (4, 4) and rec.links
+    [free] = model.align(["the dog <b>runs</b> ."])
+    assert free.src_words == ["the", "dog", "<b>runs</b>", "."]
+
+
 def test_alignments_are_the_links_of_nmt_align_mode_free(runs, data_root, tmp_path, capsys):
     """`translate --alignments` prints `text<TAB>links`; the links are those `nmt align
     --mode free` writes for the same run and sentences (the same reading)."""

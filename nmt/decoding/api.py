@@ -30,6 +30,7 @@ from nmt.core.config import Config
 from nmt.core.errors import NMTError, one_line
 from nmt.core.tokens import PAD
 from nmt.data.batching import collate
+from nmt.data.corpora import normalise
 from nmt.data.links import Link
 from nmt.data.subwords import Vocab
 from nmt.decoding.engines import PyTorchEngine, make_engine
@@ -279,13 +280,14 @@ class Model:
         src_ids = self.vocab.encode_src(sources)
         if targets is None:
             tgt_ids = [h[0][0] for h in self.engine.nbest(src_ids, self.cfg.decode, beam)[0]]
-            return self.align_ids(src_ids, tgt_ids, method, mode="free")
+            return _as_written(self.align_ids(src_ids, tgt_ids, method, mode="free"), sources)
         if len(targets) != len(sources):
             raise NMTError(f"align: {len(sources)} sources but {len(targets)} targets")
         if not all(t.strip() for t in targets):
             raise NMTError("forced alignment needs a target for every sentence; pass "
                            "targets=None for the model's own translation")
-        return self.align_ids(src_ids, self.vocab.encode_tgt(list(targets)), method)
+        return _as_written(self.align_ids(src_ids, self.vocab.encode_tgt(list(targets)),
+                                          method), sources, targets)
 
     def align_ids(self, src_ids: list, tgt_ids: list, method: str = DEFAULT_METHOD,
                   mode: str = "forced", **kwargs) -> list[AlignmentRecord]:
@@ -359,3 +361,16 @@ def load(*runs: str | Path, checkpoint: str = "best", device: str | None = None,
                            "'cuda' with a CUDA build of torch") from None
     model = Model(Path(runs[0]), cfg, vocab, module.eval(), checkpoint)
     return model if (engine, quantize) == ("pytorch", None) else model.on(engine, quantize, device)
+
+
+def _as_written(records: list[AlignmentRecord], sources: Sequence[str],
+                targets: Sequence[str] | None = None) -> list[AlignmentRecord]:
+    """Each record's words as the texts wrote them (normalised, split on spaces) where the
+    pieces make as many words: a character outside the vocabulary is `<unk>` in the pieces,
+    not in the words, so runs of other vocabularies show one sentence the same way."""
+    for rec, src, tgt in zip(records, sources, targets or [None] * len(records)):
+        for side, text in (("src_words", src), ("tgt_words", tgt)):
+            words = normalise(text).split() if text is not None else None
+            if words is not None and len(words) == len(getattr(rec, side)):
+                setattr(rec, side, words)
+    return records
