@@ -70,6 +70,23 @@ def test_align_shows_the_words_as_written_even_where_the_vocabulary_has_no_piece
     assert free.src_words == ["the", "dog", "<b>runs</b>", "."]
 
 
+def test_the_links_of_a_source_cut_for_the_search_stay_in_the_part_it_read(runs, data_root):
+    """cli.md: sources longer than 1,000 subwords are cut before translation; the free
+    alignment is of that search, so its links never point past the cut."""
+    from nmt.decoding.translate import MAX_SOURCE
+
+    model = nmt.load(runs["bahdanau"])
+    long = " ".join(sources(data_root, 200))  # well over MAX_SOURCE pieces
+    pieces = model.vocab.encode_src([long])[0]
+    assert len(pieces) > MAX_SOURCE
+    [t] = model.translate([long], beam=1, alignments=True)
+    [rec] = model.align([long])
+    read = len(rec.src_words)  # the words of the first MAX_SOURCE - 1 pieces, EOS aside
+    assert read < len(long.split()) and rec.src_tokens[-1] == "</s>"
+    assert len(rec.src_tokens) == MAX_SOURCE
+    assert t.links and max(i for i, _ in t.links) < read
+
+
 def test_alignments_are_the_links_of_nmt_align_mode_free(runs, data_root, tmp_path, capsys):
     """`translate --alignments` prints `text<TAB>links`; the links are those `nmt align
     --mode free` writes for the same run and sentences (the same reading)."""
@@ -305,6 +322,14 @@ def test_the_api_refuses_bad_arguments_with_one_line_naming_them(runs, call, nam
         call(model)
     message = str(caught.value)
     assert "\n" not in message and message.startswith(named), message
+
+
+def test_a_bad_line_of_a_stream_is_named_by_its_place_in_the_stream(runs):
+    model = nmt.load(runs["bahdanau"])
+    chunks = model.translate_chunks(["ein hund"] * 3 + [None], chunk=2)
+    assert len(next(chunks)) == 2  # the first chunk is out before the bad line is read
+    with pytest.raises(nmt.core.errors.NMTError, match=r"^lines\[3\]"):
+        next(chunks)
 
 
 def test_options_that_would_be_ignored_are_refused(runs, tmp_path, capsys):

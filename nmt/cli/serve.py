@@ -63,8 +63,7 @@ def serve(
         typer.echo(f"nmt serve: warning: listening on every interface ({host or '0.0.0.0'}): "
                    "anyone who can reach this machine can use the models; there is no "
                    "authentication", err=True)
-    port = listening_port(host, port)
-    shown = f"[{host}]" if ":" in host else host
+    port, shown = listening_port(host, port), (f"[{host}]" if ":" in host else host)
     names = ", ".join(f"{s.index} {s.name}" for s in served)
     typer.echo(f"nmt serve: {len(served)} runs ({names}) at http://{shown}:{port}/ "
                "(API docs: /docs); Ctrl-C stops", err=True)

@@ -34,6 +34,7 @@ from nmt.data.corpora import normalise
 from nmt.data.links import Link
 from nmt.data.subwords import Vocab
 from nmt.decoding.engines import PyTorchEngine, make_engine
+from nmt.decoding.translate import clip_source
 from nmt.models.base import Seq2Seq
 from nmt.models.ensemble import Ensemble, check_same_vocab
 from nmt.models.published import resolve
@@ -65,10 +66,11 @@ def _sentences(value, name: str) -> Iterable:
     return value
 
 
-def _texts(value, name: str) -> list[str]:
-    """`value` as a list of strings (`_sentences`), each item checked to be one."""
+def _texts(value, name: str, start: int = 0) -> list[str]:
+    """`value` as a list of strings (`_sentences`), each item checked to be one (named by
+    its place, counted from `start`: a chunk of a longer stream)."""
     out = list(_sentences(value, name))
-    for i, item in enumerate(out):
+    for i, item in enumerate(out, start):
         if not isinstance(item, str):
             raise _not_text(f"{name}[{i}]", item)
     return out
@@ -227,8 +229,9 @@ class Model:
         chunk = _count(chunk, "chunk")
         if method not in METHODS:  # checked even without alignments: a typo is not ignored
             raise NMTError(f"method {method!r}: use one of {', '.join(METHODS)}")
-        lines = iter(_sentences(lines, "lines"))
-        while block := _texts(islice(lines, chunk), "lines"):
+        lines, done = iter(_sentences(lines, "lines")), 0
+        while block := _texts(islice(lines, chunk), "lines", done):
+            done += len(block)
             src_ids = self.vocab.encode_src(block)
             nbest, maps = self.engine.nbest(src_ids, self.cfg.decode, beam, n_best, sampling,
                                             attention=alignments and method == DEFAULT_METHOD)
@@ -260,7 +263,7 @@ class Model:
         flat = [(i, k) for i, sentence in enumerate(nbest) for k in range(len(sentence))]
         if not flat:
             return
-        records = self.align_ids([src_ids[i] for i, _ in flat],
+        records = self.align_ids([clip_source(src_ids[i]) for i, _ in flat],  # as decoded
                                  [nbest[i][k][0] for i, k in flat], method, mode="free",
                                  weights=None if maps is None else [maps[i][k] for i, k in flat])
         for (i, k), rec in zip(flat, records):
@@ -278,15 +281,16 @@ class Model:
         targets = None if targets is None else _texts(targets, "targets")
         _count(beam, "beam", allow_none=True)
         src_ids = self.vocab.encode_src(sources)
-        if targets is None:
+        if targets is None:  # the source as the search read it (cut to MAX_SOURCE pieces)
             tgt_ids = [h[0][0] for h in self.engine.nbest(src_ids, self.cfg.decode, beam)[0]]
-            return _as_written(self.align_ids(src_ids, tgt_ids, method, mode="free"), sources)
+            return as_written(self.align_ids([clip_source(s) for s in src_ids], tgt_ids,
+                                             method, mode="free"), sources)
         if len(targets) != len(sources):
             raise NMTError(f"align: {len(sources)} sources but {len(targets)} targets")
         if not all(t.strip() for t in targets):
             raise NMTError("forced alignment needs a target for every sentence; pass "
                            "targets=None for the model's own translation")
-        return _as_written(self.align_ids(src_ids, self.vocab.encode_tgt(list(targets)),
+        return as_written(self.align_ids(src_ids, self.vocab.encode_tgt(list(targets)),
                                           method), sources, targets)
 
     def align_ids(self, src_ids: list, tgt_ids: list, method: str = DEFAULT_METHOD,
@@ -363,7 +367,7 @@ def load(*runs: str | Path, checkpoint: str = "best", device: str | None = None,
     return model if (engine, quantize) == ("pytorch", None) else model.on(engine, quantize, device)
 
 
-def _as_written(records: list[AlignmentRecord], sources: Sequence[str],
+def as_written(records: list[AlignmentRecord], sources: Sequence[str],
                 targets: Sequence[str] | None = None) -> list[AlignmentRecord]:
     """Each record's words as the texts wrote them (normalised, split on spaces) where the
     pieces make as many words: a character outside the vocabulary is `<unk>` in the pieces,

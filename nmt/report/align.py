@@ -35,8 +35,8 @@ from nmt.data.symmetrize import (
     HEURISTICS,
     SYMMETRIZATIONS,
 )
-from nmt.decoding.api import load
-from nmt.decoding.translate import nbest_ids
+from nmt.decoding.api import as_written, load
+from nmt.decoding.translate import clip_source, nbest_ids
 from nmt.models.runs import check_one_pair, load_config
 from nmt.report.align_plots import plot_sentences
 from nmt.training.adapt import DEFAULT_LR, Adaptation, adapt_copy
@@ -175,6 +175,7 @@ def extract_run(run: Path, sources: list[str], targets: list[str], opts: AlignOp
     if opts.mode == "free":
         with counting(len(src_ids), f"{run.name}: translating"):  # a bar on a terminal
             tgt_ids = [hyps[0][0] for hyps in nbest_ids(model, src_ids, cfg.decode)]
+        src_ids = [clip_source(s) for s in src_ids]  # as the search read them
     elif not all(t.strip() for t in targets):
         raise NMTError("forced alignment needs a target for every sentence; give --tgt or "
                        "use --mode free")
@@ -203,17 +204,16 @@ def extract_run(run: Path, sources: list[str], targets: list[str], opts: AlignOp
         if method == DEFAULT_METHOD and not model.has_attention:
             out.records[method] = None
             continue
-        attention = method == DEFAULT_METHOD
+        read = {"layer": opts.layer, "shifted": opts.shifted}  # as asked (checked), else
+        if method == DEFAULT_METHOD and opts.layer is None and opts.shifted is None:
+            read.update(reading_of(cfg))  # the run's own (a guided run: its supervised heads)
         start = time.perf_counter()
-        read = {}
-        if attention:  # asked for, else the run's own (a guided run: its supervised heads)
-            read = {"layer": opts.layer, "shifted": opts.shifted}
-            if opts.layer is None and opts.shifted is None:
-                read.update(reading_of(cfg))
         with counting(len(src_ids), f"{run.name}: {method}"):
             out.records[method] = collect(
                 model, vocab, src_ids, tgt_ids, method=method, meta=meta, links=opts.links,
                 threshold=opts.threshold, gold=gold, **read)
+        if gold is None:  # the words as written (a gold's are its own already)
+            as_written(out.records[method], sources, None if opts.mode == "free" else targets)
         out.seconds[method] = time.perf_counter() - start
     return out
 
