@@ -144,12 +144,12 @@ def run_values(run: RunSummary) -> dict[str, float | None]:
 
 
 def group_by_seed(runs: list[RunSummary]) -> list[Row]:
-    """Rows in input order; runs differing only by `name` and `train.seed`, each seed once, share one."""
+    """Rows in input order; runs differing only by where they are (`runs_dir`, `name`) and
+    `train.seed`, each seed once, share one."""
     rows: dict[str, Row] = {}
     for run in runs:
         raw = config_to_dict(run.cfg)
-        raw.pop("name")
-        raw["train"].pop("seed")
+        raw.pop("name"), raw.pop("runs_dir"), raw["train"].pop("seed")
         key = json.dumps(raw, sort_keys=True)
         while key in rows and run.cfg.train.seed in [r.cfg.train.seed for r in rows[key].runs]:
             key += " again"
