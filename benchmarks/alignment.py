@@ -32,12 +32,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 from data_dirs import align_gold_dir, gold_dir_option
+
+from nmt.core.machine import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 SYNTH_FAMILIES = ("bahdanau", "luong_general", "luong_local_m", "luong_local_p", "transformer")
@@ -182,21 +183,29 @@ def baseline_rows(data: dict, args) -> list[dict]:
     from nmt.align.io import load_gold
     from nmt.align.metrics import alignment_error_rate, diagonal_links
     from nmt.align.statistical import statistical_rows
+    from nmt.data.corpora import corpus_gold, ensure_synth, load_split, read_pairs
     from nmt.data.symmetrize import HEURISTICS
     from nmt.models.checks import load_config
-    from nmt.report.align import AlignOptions, select_inputs
 
-    cfg = load_config(data["config"])
-    opts = AlignOptions(runs=[], limit=args.limit, **data["options"])
-    sources, targets, corpus_gold = select_inputs(cfg, opts)
-    gold_path = opts.gold or corpus_gold
+    cfg, options = load_config(data["config"]), data["options"]
+    if "split" in options:  # the corpus as imported: no run is needed for these rows
+        if cfg.data.corpus == "synth":
+            ensure_synth(Path(cfg.data.root))
+        sources, targets = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair,
+                                      options["split"])
+        gold_path = corpus_gold(cfg, options["split"])
+    else:
+        (sources, targets), gold_path = read_pairs(options["pairs"]), options["gold"]
+    if args.limit:
+        sources, targets = sources[:args.limit], targets[:args.limit]
     sizes = [(len(s.split()), len(t.split())) for s, t in zip(sources, targets)]
 
     class Words:  # what load_gold needs to check the gold's indices
         def __init__(self, s, t):
             self.src_words, self.tgt_words = [None] * s, [None] * t
 
-    gold = load_gold(gold_path, [Words(s, t) for s, t in sizes], opts.one_based)
+    gold = load_gold(gold_path, [Words(s, t) for s, t in sizes],
+                     options.get("one_based", False), prefix=bool(args.limit))
     start = time.perf_counter()
     diagonal = [diagonal_links(s, t) for s, t in sizes]
     rows = [dict(row="diagonal", method="diagonal", links="-",
@@ -319,7 +328,7 @@ def main() -> None:
                 if trained(fwd) and trained(rev) and not f.endswith("_guided")]
         rows += ensemble_rows(data, both, args, args.out / data["name"])
     meta = {"date": time.strftime("%F"), "threads": args.threads, "skipped": skipped,
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+            "machine": f"{cpu_model()}, {os.cpu_count()} cores",
             "command": "python benchmarks/alignment.py " + " ".join(sys.argv[1:]),
             "limit": args.limit, "adapt": args.adapt, "adapt_hansards": args.adapt_hansards}
     args.out.mkdir(parents=True, exist_ok=True)

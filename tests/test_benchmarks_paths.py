@@ -116,3 +116,21 @@ def test_time_to_bleu_reports_the_median_over_seeds_and_lists_each(tmp_path):
     assert "**31.00**" in line and "30.00/36.00/31.00" in line and "1, 2, 3" in line
     assert "**33.00**" in next(x for x in table.splitlines() if x.startswith("| transformer"))
     assert "nrefs:1|case:mixed" in table and (tmp_path / "validation.png").stat().st_size > 0
+
+
+def test_bench_aligns_baselines_read_pairs_or_a_split_without_any_run(tmp_path, monkeypatch):
+    """benchmarks/alignment.py: the diagonal's row of each gold, before any run is trained,
+    on the first --limit pairs (a --limit that once met the whole gold file)."""
+    import argparse
+
+    bench = load_script(BENCHMARKS / "alignment.py")
+    (tmp_path / "hansards.en-fr").write_text("a b c ||| x y z\nd e ||| u v\nf ||| w\n")
+    (tmp_path / "hansards.en-fr.gold").write_text("1-1 2-2 3-3\n1-2 2-1\n1-1\n")
+    args = argparse.Namespace(limit=2, eflomal=False, symmetrize=[], threads=1)
+    [row] = bench.baseline_rows(bench.hansards_dataset(tmp_path), args)
+    assert row["row"] == "diagonal"  # of the first 2 pairs: 3 of their 5 gold links
+    assert row["aer"] == pytest.approx(1 - (3 + 3) / (5 + 5))
+    monkeypatch.chdir(tmp_path)  # the synthetic corpus is made under ./data
+    [synth] = bench.baseline_rows(bench.synth_dataset(), argparse.Namespace(
+        limit=20, eflomal=False, symmetrize=[], threads=1))
+    assert 0.5 < synth["aer"] < 1.0 and (tmp_path / "data" / "synth").is_dir()
