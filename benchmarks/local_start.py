@@ -160,8 +160,8 @@ def trace(config: str, seed: int, args, batches: list, refs: list) -> list[dict]
     row(0)
     original = trainer.train_step
 
-    def stepping(batch, used=0.0):
-        loss = original(batch, used)
+    def stepping(batch, used=0.0, real=True):  # Trainer.train_step's signature
+        loss = original(batch, used, real)
         if loss is not None:
             losses.append(loss)
         if (trainer.progress.step + 1) % args.every == 0:

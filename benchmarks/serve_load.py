@@ -145,12 +145,14 @@ def main() -> None:
             if time.monotonic() - start > 120:
                 raise SystemExit("serve_load: the server did not start within 120 s")
             time.sleep(0.2)
+        os.environ.update(NMT_LOAD_PAIRS=str(pairs_file), NMT_LOAD_KINDS=args.kinds)
+        from locustfile import KINDS  # the kinds the users send, each warmed in turn
+
         with httpx.Client(base_url=url, timeout=60) as http:
             for k in range(args.warmup):
                 source, target = pairs[k % len(pairs)]
-                http.post("/api/translate" if k % 5 < 2 else "/api/align",
-                          json={"source": source} if k % 5 != 3 else
-                          {"source": source, "target": target})
+                _, path, body = KINDS[k % len(KINDS)]
+                http.post(path, json=body(source, target))
         warm = rss_mb(server.pid)
         for users in args.users:
             steps.append({**locust(url, users, args.seconds, pairs_file, work, args.kinds),

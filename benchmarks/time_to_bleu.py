@@ -22,6 +22,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,6 +90,7 @@ def evaluate(run: Path, average: int) -> dict:
     """Test scores of the best checkpoint (and of the mean of the last kept ones)."""
     import nmt
     from nmt.core.checkpoint import average_run
+    from nmt.core.machine import cpu_model
     from nmt.core.rundir import RunDir
     from nmt.decoding.evaluate import evaluate_model
 
@@ -100,6 +102,7 @@ def evaluate(run: Path, average: int) -> dict:
     rss = [(m["elapsed"], m["rss_mib"]) for m in train if m.get("rss_mib")]
     at_2 = next((r for t, r in rss if t >= 120), None)
     result = {"run": str(run), "family": run.name.rsplit("_s", 1)[0],
+              "date": time.strftime("%F"), "machine": f"{cpu_model()}, {os.cpu_count()} cores",
               "precision": data.get("precision"), "rss_2min_mib": at_2,
               "rss_end_mib": rss[-1][1] if rss else None,
               "seed": model.cfg.train.seed, "minutes": model.cfg.train.max_minutes,
@@ -125,6 +128,7 @@ def evaluate(run: Path, average: int) -> dict:
 def report(out: Path) -> str:
     """The Markdown table of every result in results.jsonl, and the validation plot."""
     results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    results = list({(r["family"], r["seed"]): r for r in results}.values())  # a re-run: its last
     families = list(dict.fromkeys(r["family"] for r in results))
     splits = list(dict.fromkeys(s for r in results for s in r["test"]))
     lines = ["| family | seeds | precision | steps | tokens/s | RSS MiB at 2 min → end | "
@@ -153,7 +157,9 @@ def report(out: Path) -> str:
     first = results[-1]["test"][splits[0]]
     lines += ["", f"BLEU `{first['bleu_signature']}`, chrF `{first['chrf_signature']}`; "
               "beam 5; the best validation checkpoint; averaged: the mean of the last kept "
-              "checkpoints (`train.keep_last`)."]
+              "checkpoints (`train.keep_last`); the median of two seeds is their mean. "
+              "Measured on " + "; ".join(sorted({f"{r.get('date', '?')}, {r.get('machine', '?')}"
+                                                 for r in results})) + "."]
     text = "\n".join(lines) + "\n"
     (out / "time_to_bleu.md").write_text(text)
     plot(results, out / "validation.png")

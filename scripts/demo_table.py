@@ -146,9 +146,9 @@ def compare(values: dict[str, dict], table: dict[str, dict]) -> list[str]:
         if want is None:
             lines.append(f"over  {family}: not in the committed table")
             continue
-        bleu = abs(v["bleu"] - want["bleu"]) if None not in (v["bleu"], want["bleu"]) else 0.0
-        aer = (abs(v["aer"] - want["aer"]) if None not in (v["aer"], want["aer"])
-               else 0.0 if v["aer"] is want["aer"] is None else float("inf"))
+        bleu, aer = (abs(v[k] - want[k]) if None not in (v[k], want[k])  # one side missing:
+                     else 0.0 if v[k] is want[k] is None else float("inf")  # over the gate
+                     for k in ("bleu", "aer"))
         over = bleu > BLEU_GATE or aer > AER_GATE
         shown = lambda x, spec: NA if x is None else format(x, spec)  # noqa: E731
         lines.append(f"{'over' if over else 'ok  '}  {family}: BLEU {shown(v['bleu'], '.2f')} "

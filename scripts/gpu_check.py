@@ -3,7 +3,7 @@
 1. a short training of a small Transformer on the synthetic corpus, in the precision
    `train.precision: auto` picks there (its timings printed);
 2. --resume to the same step: the weights equal those of the run trained straight through;
-3. greedy and beam-5 decoding of the trained run (greedy equals a beam of 1);
+3. greedy and beam-5 decoding of the trained run (greedy repeats itself);
 4. torchrun --nproc_per_node=1: an NCCL all-reduce, then `nmt train` under torchrun;
 5. one `nmt serve` request on loopback.
 

@@ -134,3 +134,24 @@ def test_bench_aligns_baselines_read_pairs_or_a_split_without_any_run(tmp_path, 
     [synth] = bench.baseline_rows(bench.synth_dataset(), argparse.Namespace(
         limit=20, eflomal=False, symmetrize=[], threads=1))
     assert 0.5 < synth["aer"] < 1.0 and (tmp_path / "data" / "synth").is_dir()
+
+
+def test_time_to_bleus_table_takes_a_seeds_last_result_and_names_its_machines(tmp_path):
+    """A re-run of a seed replaces its earlier result in the table (it once pooled both)."""
+    import json
+
+    bench = load_script(BENCHMARKS / "time_to_bleu.py")
+
+    def result(seed, bleu, machine):
+        return {"run": f"r{seed}", "family": "bahdanau", "date": "2026-12-07", "machine": machine,
+                "precision": "bf16", "seed": seed, "steps": 10, "tokens_per_s": 100,
+                "valid": [[1.0, 10, bleu]], "test": {"test": {
+                    "bleu": bleu, "chrf": 50.0, "bleu_signature": "b", "chrf_signature": "c"}},
+                "averaged": {}}
+
+    rows = [result(1, 30.0, "A"), result(2, 40.0, "A"), result(1, 34.0, "B")]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = bench.report(tmp_path)
+    [row] = [line for line in text.splitlines() if line.startswith("| bahdanau")]
+    assert "| 1, 2 |" in row and "**37.00**" in row and "34.00/40.00" in row, row
+    assert "2026-12-07, A; 2026-12-07, B" in text

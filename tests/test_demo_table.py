@@ -42,7 +42,7 @@ def test_the_gate_flags_a_family_past_either_bound_and_only_then(table, tmp_path
     within = values(96.5 + table.BLEU_GATE - 0.01, 0.150 + table.AER_GATE - 0.001)
     assert not any(x.startswith("over") for x in table.compare(within, committed))
     for fresh in (values(96.5 - table.BLEU_GATE - 0.01), values(aer_bahdanau=0.150 + 0.031),
-                  values(aer_bahdanau=None)):
+                  values(aer_bahdanau=None), values(bleu_bahdanau=None)):  # one side missing
         lines = table.compare(fresh, committed)
         assert [x.split()[1] for x in lines if x.startswith("over")] == ["bahdanau:"]
     missing = table.compare({**values(), "transformer": values()["bahdanau"]}, committed)
