@@ -416,3 +416,19 @@ def test_yaml_python_tag_is_refused_not_run(tmp_path):
     with pytest.raises(NMTError, match="invalid YAML.*python/object/apply"):
         load_config(config)
     assert not marker.exists()
+
+
+def test_a_run_file_is_replaced_whole_and_a_killed_writers_scratch_is_swept(tmp_path):
+    """nmt.core.rundir.replace_text: the old file or the new one, and no scratch file left;
+    one a killed writer left (no live owner) goes with the next write of that file."""
+    from nmt.core.rundir import replace_text
+
+    target = tmp_path / "config.yaml"
+    target.write_text("old\n")
+    left = tmp_path / ".config.yaml.tmp-0badf00d"  # its writer was killed mid-write
+    left.write_text("ha")
+    other = tmp_path / ".scores.json.tmp-0badf00d"  # another file's: not this write's to sweep
+    other.write_text("x")
+    replace_text(target, "new\n")
+    assert target.read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [other.name, "config.yaml"]

@@ -23,12 +23,11 @@ import json
 import os
 import shutil
 import sys
-import uuid
 from pathlib import Path
 
 from nmt.core.errors import NMTError, one_line
 from nmt.core.locks import file_lock
-from nmt.core.scratch import scratch, swap_in
+from nmt.core.scratch import scratch, swap_in, sweep
 
 
 class RunDir:
@@ -113,13 +112,12 @@ def keep_metrics(run: RunDir, step: int | None) -> None:
 
 
 def replace_text(path: Path, text: str) -> None:
-    """Write `text` to a new, uniquely named file beside `path`, then rename it over `path`:
+    """Write `text` to a scratch file beside `path` (nmt.core.scratch: owned while it lives,
+    swept by the next write when its writer was killed), then rename it over `path`:
     readers see the old file or the new one, whole."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
-    try:
+    path = Path(path)
+    sweep(path.parent, path.name)  # what a killed writer of this file left
+    with scratch(path, folder=False) as tmp:
         with open(tmp, "x", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
