@@ -8,12 +8,18 @@ process ends (SIGKILL included), and unlike a pid it cannot be inherited by a st
 that reuses the number, so "the owner file can be locked" means "the owner is dead", and
 a scratch path without an owner file was never or is no longer owned. `sweep` removes what
 dead owners left and returns what live ones still hold.
+
+No liveness check races a writer starting up: a sweep deletes a dead owner's file (and its
+path) only while it holds that file's flock itself, and a writer, once it holds its flock,
+checks that its file is still the one linked at its name; one swept in between (created,
+not yet locked) is given up for a fresh name. `replace_file` writes one file this way.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import glob
 import os
 import secrets
 import shutil
@@ -23,6 +29,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 try:
     import fcntl
@@ -39,17 +46,8 @@ def scratch(target: Path, folder: bool = True) -> Iterator[Path]:
     the block renamed it (into `target`'s place)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    while True:
-        path = target.with_name(f".{target.name}.tmp-{secrets.token_hex(4)}")
-        owner = path.with_name(path.name + OWNER)
-        try:
-            fd = os.open(owner, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            continue
-        break
+    fd, path, owner = _own(target)
     try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
         os.write(fd, f"{os.getpid()}\n".encode())
         if folder:
             path.mkdir()
@@ -58,6 +56,67 @@ def scratch(target: Path, folder: bool = True) -> Iterator[Path]:
         remove(path)
         owner.unlink(missing_ok=True)
         os.close(fd)
+
+
+def _starting(owner: Path) -> None:
+    """Called between creating an owner file and locking it (a test widens that window)."""
+
+
+def _own(target: Path) -> tuple[int, Path, Path]:
+    """A new scratch name beside `target` and the fd holding the flock of its owner file,
+    that file still linked at its name (a sweep may have taken it before the flock)."""
+    while True:
+        path = target.with_name(f".{target.name}.tmp-{secrets.token_hex(4)}")
+        owner = path.with_name(path.name + OWNER)
+        try:
+            fd = os.open(owner, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            continue
+        try:
+            _starting(owner)
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if _linked(fd, owner):
+                return fd, path, owner
+        except BaseException:
+            os.close(fd)
+            owner.unlink(missing_ok=True)
+            raise
+        os.close(fd)  # swept while unlocked: its name may be gone or another's
+
+
+def _linked(fd: int, name: Path) -> bool:
+    """Whether the open file `fd` is the one linked at `name`."""
+    try:
+        there = os.stat(name, follow_symlinks=False)
+    except OSError:
+        return False
+    here = os.fstat(fd)
+    return (here.st_ino, here.st_dev) == (there.st_ino, there.st_dev)
+
+
+def replace_file(path: Path, write: Any) -> None:
+    """Write `path` whole or not at all: `write(handle)` fills a scratch file beside it
+    (binary), which is fsynced and renamed over `path`. A writer killed part-way leaves the
+    previous file, and a scratch file that the next `replace_file` of `path` sweeps."""
+    path = Path(path)
+    sweep(path.parent, glob.escape(path.name))
+    with scratch(path, folder=False) as tmp:
+        with open(tmp, "xb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
 
 
 def remove(path: Path) -> None:
@@ -73,50 +132,57 @@ def remove(path: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _owner_alive(owner: Path) -> bool:
-    """Whether a live process holds the flock of `owner` (False when it cannot be opened)."""
+def _probe(owner: Path) -> tuple[str, int | None]:
+    """("alive", None) while a live process holds the flock of `owner`; ("dead", fd) with
+    `fd` holding that flock, the file still linked at `owner`, for the caller to delete
+    and close; ("gone", None) when no file is there (or it changed meanwhile)."""
     try:
         fd = os.open(owner, os.O_RDWR)
     except OSError:
-        return False
+        return "gone", None
+    if fcntl is None:  # pragma: no cover - without flocks nothing is known to be dead
+        os.close(fd)
+        return "alive", None
     try:
-        if fcntl is None:  # pragma: no cover - without flocks nothing is known to be dead
-            return True
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        return False
-    finally:
-        os.close(fd)  # releases the lock if this process took it
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return "alive", None
+    if _linked(fd, owner):
+        return "dead", fd
+    os.close(fd)  # releases the lock this process took
+    return "gone", None
 
 
 def sweep(parent: Path, name: str = "*", dry_run: bool = False) -> tuple[list[Path], list[Path]]:
     """Remove the scratch paths of `name` (a glob) in `parent` whose owner is gone, and their
-    owner files; returns (the paths removed, or with `dry_run` those it would remove, changing
+    owner files, each while holding its owner file's flock (so no writer can be starting on
+    it); returns (the paths removed, or with `dry_run` those it would remove, changing
     nothing; the scratch paths a live process still owns)."""
     parent = Path(parent)
     if not parent.is_dir():
         return [], []
     dead, alive = [], []
     for path in sorted(parent.glob(f".{name}.tmp-*")):
-        if path.name.endswith(OWNER):
-            made = path.with_name(path.name[:-len(OWNER)])
-            if (made not in dead and not os.path.lexists(made) and os.path.lexists(path)
-                    and not _owner_alive(path)):
-                dead.append(path)  # an owner that died before making its path
+        owned = path.name.endswith(OWNER)
+        owner = path if owned else path.with_name(path.name + OWNER)
+        if owned and os.path.lexists(path.with_name(path.name[:-len(OWNER)])):
+            continue  # taken with its path
+        state, fd = _probe(owner)
+        if state == "alive":
+            alive += [] if owned else [path]
             continue
-        owner = path.with_name(path.name + OWNER)
-        if _owner_alive(owner):
-            alive.append(path)
-            continue
-        dead.append(path)
-        if not dry_run:
-            remove(path)
-            owner.unlink(missing_ok=True)
-    if not dry_run:
-        for path in (p for p in dead if p.name.endswith(OWNER)):
-            path.unlink(missing_ok=True)
+        if owned and state == "gone":
+            continue  # removed meanwhile by its owner or another sweep
+        try:
+            dead.append(path)
+            if not dry_run:
+                remove(path)  # the path first, its owner file after (as its owner does)
+                if fd is not None:
+                    owner.unlink(missing_ok=True)
+        finally:
+            if fd is not None:
+                os.close(fd)
     return dead, alive
 
 

@@ -1,0 +1,72 @@
+"""Every writer through one scratch mechanism (issue 74, item 4 and defects 5 and 6):
+nmt.core.scratch's liveness check cannot race a writer starting up, and no module of nmt/
+writes or renames a file around it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from nmt.core import scratch as scratch_module
+from nmt.core.scratch import scratch, sweep
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+# ----------------------------------------------------------------------------- defect 5
+
+
+def _sweep_once(monkeypatch, parent: Path) -> list:
+    """Make the next writer's window between creating its owner file and locking it hold a
+    sweep of `parent` (as `data gc`, `data list` or another import would run one); the
+    sweep's result is appended to the returned list."""
+    swept: list = []
+
+    def starting(owner: Path) -> None:
+        if not swept:
+            swept.append(sweep(parent))
+
+    monkeypatch.setattr(scratch_module, "_starting", starting)
+    return swept
+
+
+def test_5_a_sweep_while_a_writer_starts_up_takes_nothing_from_it(tmp_path, monkeypatch):
+    target = tmp_path / "corpus"
+    swept = _sweep_once(monkeypatch, tmp_path)
+    with scratch(target) as live:
+        (live / "half").write_text("x")
+        assert swept, "the hook did not run"
+        owner = live.with_name(live.name + scratch_module.OWNER)
+        assert owner.is_file(), "the writer's owner file was swept"
+        gone, alive = sweep(tmp_path)  # a later sweep sees a live writer
+        assert gone == [] and alive == [live]
+        assert (live / "half").read_text() == "x"
+    assert not list(tmp_path.glob(".corpus.tmp-*"))
+
+
+def test_5_a_swept_owner_file_is_given_up_for_another_name(tmp_path, monkeypatch):
+    target = tmp_path / "last.pt"
+    swept = _sweep_once(monkeypatch, tmp_path)
+    with scratch(target, folder=False) as live:
+        [(gone, _)] = swept
+        assert [p.name for p in gone] != [live.name + scratch_module.OWNER]
+        live.write_text("new")
+        assert sweep(tmp_path)[0] == [] and live.read_text() == "new"
+
+
+KILLED = ("import os, signal, sys; from pathlib import Path; from nmt.core.scratch import "
+          "scratch\nwith scratch(Path(sys.argv[1])) as tmp:\n    (tmp / 'half').write_text('x')\n"
+          "    os.kill(os.getpid(), signal.SIGKILL)")
+
+
+def test_5_a_dead_writers_path_and_owner_are_swept_under_its_flock(tmp_path):
+    target = tmp_path / "corpus"
+    subprocess.run([sys.executable, "-c", KILLED, str(target)], check=False,
+                   env={**os.environ, "PYTHONPATH": str(REPO)})
+    [left] = [p for p in tmp_path.glob(".corpus.tmp-*") if p.is_dir()]
+    assert sweep(tmp_path, dry_run=True) == ([left], [])
+    assert left.exists()
+    gone, alive = sweep(tmp_path)
+    assert gone == [left] and alive == [] and not list(tmp_path.iterdir())
