@@ -70,3 +70,28 @@ def test_5_a_dead_writers_path_and_owner_are_swept_under_its_flock(tmp_path):
     assert left.exists()
     gone, alive = sweep(tmp_path)
     assert gone == [left] and alive == [] and not list(tmp_path.iterdir())
+
+
+# ----------------------------------------------------------------------------- defect 6
+
+
+SAVE_KILLED = ("import os, signal, sys; from pathlib import Path; "
+               "from nmt.core.checkpoint import atomic_write\n"
+               "def write(handle):\n    handle.write(b'half')\n    handle.flush()\n"
+               "    os.kill(os.getpid(), signal.SIGKILL)\n"
+               "atomic_write(Path(sys.argv[1]), write)")
+
+
+def test_6_the_next_save_sweeps_what_a_killed_save_left(tmp_path):
+    from nmt.core.checkpoint import atomic_write
+
+    last = tmp_path / "checkpoints" / "last.pt"
+    atomic_write(last, lambda handle: handle.write(b"old"))
+    subprocess.run([sys.executable, "-c", SAVE_KILLED, str(last)], check=False,
+                   env={**os.environ, "PYTHONPATH": str(REPO)})
+    left = sorted(p.name for p in last.parent.iterdir())
+    assert len(left) == 3 and last.read_bytes() == b"old", left  # a scratch file and owner
+    (last.parent / ".last.pt.tmp999999999").write_bytes(b"an older nmt's, of a dead pid")
+    atomic_write(last, lambda handle: handle.write(b"new"))
+    assert [p.name for p in last.parent.iterdir()] == ["last.pt"]
+    assert last.read_bytes() == b"new"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import io
 import os
 import pickle
@@ -13,32 +14,33 @@ from typing import Any
 import torch
 
 from nmt.core.errors import NMTError, one_line
+from nmt.core.scratch import replace_file
 
 FORMAT = "nmt-checkpoint-1"
 
 
 def atomic_write(path: Path, write: Any) -> None:
-    """Write through `write(handle)` to a temporary file, fsync, then rename over `path`.
-
-    A crash or a full disk part-way leaves the previous file intact.
-    """
+    """Write through `write(handle)` to a scratch file beside `path`, fsync, then rename it
+    over `path` (nmt.core.scratch.replace_file). A crash or a full disk part-way leaves the
+    previous file intact, and a kill leaves a scratch file the next write of `path` sweeps
+    (with what an older nmt's killed save left, `.NAME.tmpPID` of a dead PID)."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.tmp[0-9]*"):
+        pid = stale.name[len(path.name) + 5:]
+        if pid.isdigit() and not _alive(int(pid)):
+            stale.unlink(missing_ok=True)
+    replace_file(path, write)
+
+
+def _alive(pid: int) -> bool:
     try:
-        with open(tmp, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    try:
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        os.fsync(dir_fd)
-        os.close(dir_fd)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
     except OSError:
-        pass
+        return True
+    return True
 
 
 def save_checkpoint(path: Path, payload: dict) -> None:

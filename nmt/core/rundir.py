@@ -20,14 +20,13 @@ runs/<name>/
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
 
 from nmt.core.errors import NMTError, one_line
 from nmt.core.locks import file_lock
-from nmt.core.scratch import scratch, swap_in, sweep
+from nmt.core.scratch import replace_file, scratch, swap_in
 
 
 class RunDir:
@@ -115,9 +114,4 @@ def replace_text(path: Path, text: str) -> None:
     """Write `text` to a scratch file beside `path` (nmt.core.scratch: owned while it lives,
     swept by the next write when its writer was killed), then rename it over `path`:
     readers see the old file or the new one, whole."""
-    path = Path(path)
-    sweep(path.parent, path.name)  # what a killed writer of this file left
-    with scratch(path, folder=False) as tmp:
-        with open(tmp, "x", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
+    replace_file(path, lambda handle: handle.write(text.encode("utf-8")))
