@@ -95,3 +95,26 @@ def test_6_the_next_save_sweeps_what_a_killed_save_left(tmp_path):
     atomic_write(last, lambda handle: handle.write(b"new"))
     assert [p.name for p in last.parent.iterdir()] == ["last.pt"]
     assert last.read_bytes() == b"new"
+
+
+SYNTH_KILLED = ("import os, signal, sys; from pathlib import Path; import nmt.data.corpora as c\n"
+                "def die(*args):\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+                "c.shutil.copyfile = die\n"
+                "c.ensure_synth(Path(sys.argv[1]), 5, {'train': 40, 'test': 10}, force=True)")
+
+
+def test_6_a_killed_synth_force_leaves_nothing_the_next_one_does_not_sweep(tmp_path):
+    from nmt.data.corpora import SYNTH_PAIR, SYNTH_REVERSE, ensure_synth
+
+    root = tmp_path / "data"
+    ensure_synth(root, sizes={"train": 40, "test": 10})
+    old = (root / "synth" / SYNTH_REVERSE / "test.gold").read_text()
+    subprocess.run([sys.executable, "-c", SYNTH_KILLED, str(root)], check=False,
+                   env={**os.environ, "PYTHONPATH": str(REPO)})
+    synth = root / "synth"
+    assert [p for p in synth.iterdir() if ".tmp" in p.name]  # the killed reverse writer's
+    assert (synth / SYNTH_REVERSE / "test.gold").read_text() == old  # whole, the old one
+    ensure_synth(root, seed=7, sizes={"train": 40, "test": 10}, force=True)
+    assert not [p for p in synth.iterdir() if ".tmp" in p.name or ".old-" in p.name]
+    assert (synth / SYNTH_PAIR / "manifest.json").is_file()
+    assert (synth / SYNTH_REVERSE / "test.gold").read_text() != old

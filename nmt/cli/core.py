@@ -112,13 +112,9 @@ def data_synth(
     force: Annotated[bool, typer.Option(help="regenerate even if present")] = False,
 ) -> None:
     """Generate the synthetic corpus with gold alignments (data/synth/src-tgt)."""
-    import shutil  # start-up: `nmt --help` imports no torch
+    from nmt.data.corpora import ensure_synth  # start-up: `nmt --help` imports no torch
 
-    from nmt.data.corpora import SYNTH_PAIR, ensure_synth  # start-up: `nmt --help` imports no torch
-
-    if force:
-        shutil.rmtree(root / "synth" / SYNTH_PAIR, ignore_errors=True)
-    out = ensure_synth(root, seed)
+    out = ensure_synth(root, seed, force=force)  # --force: replaced in one step, as an import
     for path in sorted(out.glob("*.src")):
         typer.echo(f"{path.stem}: {sum(1 for _ in open(path, encoding='utf-8'))} pairs "
                    f"(+ {path.stem}.gold alignments)")

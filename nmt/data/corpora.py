@@ -13,7 +13,6 @@ import gzip
 import hashlib
 import itertools
 import json
-import os
 import shutil
 import sys
 import unicodedata
@@ -131,14 +130,15 @@ def _holds_corpus(directory: Path, lang: str) -> bool:
     return (directory / "manifest.json").is_file() or any(directory.glob(f"*.{lang}"))
 
 
-def ensure_synth(root: Path, seed: int = 1234, sizes: dict[str, int] | None = None) -> Path:
-    """Generate the embedded synthetic corpus unless its files are already there (written
-    whole or not at all, as an import is), and keep its reverse direction
-    (`synth/tgt-src`) derived from it."""
+def ensure_synth(root: Path, seed: int = 1234, sizes: dict[str, int] | None = None,
+                 force: bool = False) -> Path:
+    """Generate the embedded synthetic corpus unless its files are already there (`force`:
+    again; written whole or not at all, as an import is, so a reader sees the old corpus or
+    the new one), and keep its reverse direction (`synth/tgt-src`) derived from it."""
     out = root / "synth" / SYNTH_PAIR
-    if not _synth_done(out):
+    if force or not _synth_done(out):
         with lock(out):  # another process may be generating it
-            if not _synth_done(out):
+            if force or not _synth_done(out):
                 with staged(out) as tmp:
                     _write_synth(tmp, seed, sizes)
     _ensure_reverse(out, root / "synth" / SYNTH_REVERSE)
@@ -165,25 +165,25 @@ def _ensure_reverse(forward: Path, reverse: Path) -> None:
     stamp = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(forward.glob("*"))
                                     if p.suffix in (".src", ".tgt", ".gold"))).hexdigest()
     manifest = reverse / "manifest.json"
-    if manifest.is_file() and json.loads(manifest.read_text()).get("from") == stamp:
+
+    def current() -> bool:
+        return manifest.is_file() and json.loads(manifest.read_text()).get("from") == stamp
+
+    if current():
         return
-    tmp = reverse.with_name(f"{reverse.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for path in sorted(forward.glob("*.gold")):
-        lines = read_lines(path)
-        (tmp / path.name).write_text("".join(
-            " ".join(f"{j}-{i}" for i, j in (link.split("-") for link in line.split())) + "\n"
-            for line in lines), encoding="utf-8")
-        for lang in ("src", "tgt"):
-            shutil.copyfile(forward / f"{path.stem}.{lang}", tmp / f"{path.stem}.{lang}")
-    (tmp / "manifest.json").write_text(json.dumps(
-        {"source": f"reverse of {forward}", "pair": SYNTH_REVERSE, "from": stamp}) + "\n")
-    shutil.rmtree(reverse, ignore_errors=True)  # stale; a racing process writes the same
-    try:
-        tmp.rename(reverse)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with lock(reverse):  # a racing process writes the same: one does, the other reads it
+        if current():
+            return
+        with staged(reverse) as tmp:  # swept by the next writer if this one is killed
+            for path in sorted(forward.glob("*.gold")):
+                lines = read_lines(path)
+                (tmp / path.name).write_text("".join(" ".join(
+                    f"{j}-{i}" for i, j in (link.split("-") for link in line.split())) + "\n"
+                    for line in lines), encoding="utf-8")
+                for lang in ("src", "tgt"):
+                    shutil.copyfile(forward / f"{path.stem}.{lang}", tmp / f"{path.stem}.{lang}")
+            (tmp / "manifest.json").write_text(json.dumps(
+                {"source": f"reverse of {forward}", "pair": SYNTH_REVERSE, "from": stamp}) + "\n")
 
 
 def load_split(root: Path, corpus: str, pair: str, split: str) -> tuple[list[str], list[str]]:
