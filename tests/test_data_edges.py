@@ -163,11 +163,10 @@ def test_a_worker_is_killed_not_signalled_when_its_parent_dies():
 
 def test_a_runs_pin_holds_its_gold_and_its_stores_and_pins_an_older_run_on_resume(
         data_root, tmp_path, capsys):
-    """nmt.data.pin: the gold of a pinned split is the run's copy (corpus_gold too); a
+    """nmt.data.pin: the gold of a pinned split is the run's copy (gold_of too); a
     damaged pinned store is encoded again from the pinned text, saying so; a run older than
     pins (no corpus/ folder) is pinned on --resume with its own vocabulary."""
-    from nmt.data.corpora import corpus_gold
-    from nmt.data.pin import Pin
+    from nmt.data.pin import Pin, gold_of
     from nmt.training.trainer import Trainer
     from tests.test_train import MODELS, tiny_config
 
@@ -176,7 +175,7 @@ def test_a_runs_pin_holds_its_gold_and_its_stores_and_pins_an_older_run_on_resum
     Trainer(cfg, quiet=True).fit()
     run = Path(cfg.run_dir)
     pin = Pin(run)
-    assert pin.gold("test") == run / "corpus" / "test.gold" == corpus_gold(cfg, "test")
+    assert pin.gold("test") == run / "corpus" / "test.gold" == gold_of(cfg, "test")
     assert pin.gold("nope") is None
     vocab = Vocab.from_dir(run / "spm")
     before = [ids.tolist() for ids in pin.store("train", vocab)[0]]

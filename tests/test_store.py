@@ -31,7 +31,7 @@ from nmt.data.store import Ragged, encode_split
 from nmt.data.subwords import Vocab, prepare_vocab, training_sample
 from tests.test_subwords import _cfg, _make_corpus
 
-FILES = ["src.npy", "src_off.npy", "tgt.npy", "tgt_off.npy"]
+FILES = sorted(["src.npy", "src_off.npy", "tgt.npy", "tgt_off.npy", "source.json"])
 
 
 @pytest.fixture
@@ -121,9 +121,9 @@ def _encode_with_workers(monkeypatch, chunk_lines: int) -> list[bool]:
     calls: list[bool] = []
     real = store_module.encoded_chunks
 
-    def recording(paths, vocab, dtypes, parallel):
+    def recording(paths, vocab, dtypes, parallel, *rest):
         calls.append(parallel)
-        return real(paths, vocab, dtypes, parallel)
+        return real(paths, vocab, dtypes, parallel, *rest)
 
     monkeypatch.setattr(store_module, "encoded_chunks", recording)
     return calls

@@ -160,8 +160,8 @@ def test_encoded_split_cache_is_reused(root, monkeypatch):
     vocab_dir = prepare_vocab(cfg)
     src, tgt = encode_split(cfg, vocab_dir, "val")
     (store,) = vocab_dir.glob("val.*")
-    assert sorted(p.name for p in store.iterdir()) == ["src.npy", "src_off.npy", "tgt.npy",
-                                                       "tgt_off.npy"]
+    assert sorted(p.name for p in store.iterdir()) == ["source.json", "src.npy", "src_off.npy",
+                                                       "tgt.npy", "tgt_off.npy"]
     assert not list(vocab_dir.glob("*.tmp*"))
 
     def fail(self, lines):

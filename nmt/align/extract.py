@@ -39,7 +39,7 @@ from nmt.core.errors import NMTError
 from nmt.core.progress import tick
 from nmt.core.tokens import BOS, EOS, EOS_PIECE
 from nmt.data.batching import pad
-from nmt.data.corpora import corpus_gold
+from nmt.data.pin import gold_of
 from nmt.data.subwords import Vocab
 from nmt.models.base import Seq2Seq
 
@@ -168,7 +168,7 @@ def dump_split_alignments(model: Seq2Seq, vocab: Vocab, src_ids: list, tgt_ids: 
                       meta={"mode": "forced", "family": cfg.model.family, "run": cfg.name})
     save_alignments(path, records)
     write_links(path.with_suffix(".links"), records)
-    gold = corpus_gold(cfg, path.stem)
+    gold = gold_of(cfg, path.stem)
     entries = load_gold(gold, records, prefix=True) if gold is not None else None  # --limit
     return alignment_summary(records, entries)
 

@@ -31,9 +31,8 @@ from nmt.align.metrics import alignment_summary
 from nmt.align.records import AlignmentRecord
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
-from nmt.data.corpora import corpus_gold
 from nmt.data.links import Link, parse_pharaoh
-from nmt.data.pin import corpus_of, scoring_split
+from nmt.data.pin import corpus_of, gold_of, scoring_split
 from nmt.data.symmetrize import DEFAULT_HEURISTIC, symmetrize
 
 INSTALL_HINT = ("the statistical aligner needs eflomal, an optional extra: "
@@ -219,6 +218,6 @@ def corpus_statistical(cfg: Config, split: str, heuristic: str = DEFAULT_HEURIST
     if limit:
         sources, targets = sources[:limit], targets[:limit]
     (_, records, info), = statistical_rows(cfg, sources, targets, True, (heuristic,))
-    gold = corpus_gold(cfg, split)
+    gold = gold_of(cfg, split)
     entries = load_gold(gold, records, prefix=bool(limit)) if gold is not None else None
     return records, {**info, **alignment_summary(records, entries)}

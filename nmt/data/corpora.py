@@ -34,6 +34,12 @@ SYNTH_REVERSE = "tgt-src"  # the same corpus the other way round, gold links fli
 
 def read_lines(path: Path) -> list[str]:
     """Read a UTF-8 text file (optionally .gz); errors name the file and line."""
+    return read_hashed(path)[0]
+
+
+def read_hashed(path: Path) -> tuple[list[str], str]:
+    """`read_lines` and the sha256 of the bytes that one read took (of a .gz, its
+    decompressed text): what a cache built from the lines is keyed by."""
     try:
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rb") as handle:
@@ -45,7 +51,8 @@ def read_lines(path: Path) -> list[str]:
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
-    return [_decode(line, path, number) for number, line in enumerate(lines, 1)]
+    return ([_decode(line, path, number) for number, line in enumerate(lines, 1)],
+            hashlib.sha256(raw).hexdigest())
 
 
 def head_lines(path: Path, count: int) -> list[str]:
@@ -214,13 +221,6 @@ def split_paths(root: Path, corpus: str, pair: str, split: str) -> tuple[Path, P
                 f"with {verb}, or check data.corpus / data.pair in the config")
         raise NMTError(f"{missing}: not found; {hint}")
     return src_path, tgt_path
-
-
-def corpus_gold(cfg: Config, split: str) -> Path | None:
-    """The corpus's own gold alignments for `split` (`<split>.gold`), if it has them: the
-    run's pinned copy when its pin holds the split (nmt.data.pin), else the corpus's."""
-    pinned = Path(cfg.run_dir) / "corpus" / f"{split}.gold"
-    return pinned if pinned.is_file() else LiveCorpus.of(cfg).gold(split)
 
 
 CACHE = ".cache"  # data/.cache/: spm/ (vocabularies and stores), links/ (a teacher's)

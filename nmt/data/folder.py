@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from nmt.core.errors import NMTError
 from nmt.core.locks import file_lock
@@ -50,6 +51,26 @@ def check_split(split: str, where: str) -> str:
         raise NMTError(f"{where}: split name '{split}' cannot name a file; use letters, digits, "
                        "_ and - (map it with --split-map)")
     return split
+
+
+class HashedLines:
+    """A binary file's lines, hashed as they are read: `finish()` reads what is left and
+    gives the sha256 of the whole file as this one pass read it."""
+
+    def __init__(self, handle: BinaryIO):
+        self.handle, self.hash, self.digest = handle, hashlib.sha256(), None
+
+    def __iter__(self) -> Iterator[bytes]:
+        for line in self.handle:
+            self.hash.update(line)
+            yield line
+
+    def finish(self) -> str:
+        if self.digest is None:
+            while block := self.handle.read(BLOCK):
+                self.hash.update(block)
+            self.digest = self.hash.hexdigest()
+        return self.digest
 
 
 def sha256_file(path: Path) -> str:

@@ -32,10 +32,11 @@ from nmt.core.rundir import RunDir
 from nmt.core.scratch import link_or_copy, remove, scratch, swap_in, sweep
 from nmt.data.corpora import LiveCorpus, normalise, read_parallel
 from nmt.data.folder import lock, sha256_file
-from nmt.data.store import Ragged, encode_files, open_store, scan, split_digest
+from nmt.data.store import SOURCE, Ragged, encode_files, open_store, scan, split_digest
 from nmt.data.subwords import Vocab, train_vocab
 
 FORMAT = "nmt-pin-1"
+SCORED = "scored"  # splits the run did not pin, adopted when first scored
 SIDES = ("src", "tgt")
 
 
@@ -62,13 +63,24 @@ class Pin:
     vocab_dir = property(lambda self: self.run.spm)
 
     def has(self, split: str) -> bool:
+        """Whether the run pinned `split` when it started (what it trained and chose on)."""
         return split in self.splits
 
-    def paths(self, split: str) -> tuple[Path, Path]:
-        if split not in self.splits:
+    def _entry(self, split: str) -> tuple[Path, dict]:
+        """Where `split`'s files are and their record: pinned at the start, or adopted from
+        the corpus when it was first scored (`scoring_split`)."""
+        if split in self.splits:
+            return self.folder, self.splits[split]
+        scored = self.folder / SCORED / split
+        try:
+            return scored, json.loads((scored / "scored.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
             raise NMTError(f"{self.folder}: the run did not pin split '{split}' (it pinned "
-                           f"{', '.join(self.splits)})")
-        paths = tuple(self.folder / f"{split}.{lang}" for lang in self.langs)
+                           f"{', '.join(self.splits)})") from None
+
+    def paths(self, split: str) -> tuple[Path, Path]:
+        folder = self._entry(split)[0]
+        paths = tuple(folder / f"{split}.{lang}" for lang in self.langs)
         for path in paths:
             if not path.is_file():
                 raise NMTError(f"{path}: missing from the run's pinned corpus; the run's data "
@@ -79,11 +91,17 @@ class Pin:
         return read_parallel(*self.paths(split))
 
     def gold(self, split: str) -> Path | None:
-        path = self.folder / f"{split}.gold"
-        return path if split in self.splits and path.is_file() else None
+        """The gold links pinned with `split`'s text, never the corpus's today: a split
+        pinned without gold has none (another corpus's gold would fit or fail by chance)."""
+        try:
+            folder = self._entry(split)[0]
+        except NMTError:
+            return None
+        path = folder / f"{split}.gold"
+        return path if path.is_file() else None
 
     def digest(self, split: str) -> str:
-        entry = self.splits[split]["sha256"]
+        entry = self._entry(split)[1]["sha256"]
         return split_digest(entry[self.langs[0]], entry[self.langs[1]])
 
     def links(self, split: str) -> Path | None:
@@ -91,11 +109,17 @@ class Pin:
         path = self.folder / "links" / f"{split}.links"
         return path if path.is_file() else None
 
+    def sha256(self, split: str) -> tuple[str, str]:
+        """The sha256 of `split`'s (source, target) text as pinned."""
+        entry = self._entry(split)[1]["sha256"]
+        return entry[self.langs[0]], entry[self.langs[1]]
+
     def store(self, split: str, vocab: Vocab) -> tuple[Ragged, Ragged]:
-        """The pinned encoded store of `split`; one that is damaged is encoded again from
-        the pinned text with the run's vocabulary."""
-        store = self.folder / "store" / split
-        sides, problem = open_store(store, self.splits[split]["lines"], vocab)
+        """The pinned encoded store of `split`, checked to be built from the pinned text;
+        one that is damaged (or another text's) is encoded again from the pinned text with
+        the run's vocabulary."""
+        store, lines = self.folder / "store" / split, self.splits[split]["lines"]
+        sides, problem = open_store(store, lines, vocab, self.sha256(split))
         if sides is not None:
             return sides
         print(f"{store}: {problem or 'missing'}; encoding {split} again from the pinned text",
@@ -104,7 +128,11 @@ class Pin:
         with lock(store):
             remove(store)
             folder.rename(store)
-        return open_store(store, self.splits[split]["lines"], vocab)[0]
+        sides, problem = open_store(store, lines, vocab, self.sha256(split))
+        if sides is None:
+            raise NMTError(f"{store}: {problem}: the run's pinned text is not what it pinned; "
+                           "start a new run")
+        return sides
 
     def check_vocab(self) -> None:
         """The run's spm/ holds the vocabulary it pinned (a replaced model would pair the
@@ -208,8 +236,8 @@ def pin_corpus(cfg: Config, resume: bool, say=print) -> Pin:
             paths = tuple(tmp / f"{split}.{lang}" for lang in live.langs)
             side = encode_files(paths, stores_dir, split, vocab)[0]
             (tmp / "store" / split).mkdir(parents=True, exist_ok=True)
-            for name in ("src", "tgt", "src_off", "tgt_off"):
-                link_or_copy(side.folder / f"{name}.npy", tmp / "store" / split / f"{name}.npy")
+            for name in ("src.npy", "tgt.npy", "src_off.npy", "tgt_off.npy", SOURCE):
+                link_or_copy(side.folder / name, tmp / "store" / split / name)
             stores[split] = side.folder.name
         record = {"format": FORMAT, "corpus": cfg.data.corpus, "pair": cfg.data.pair,
                   "langs": list(live.langs), "from": str(live.folder),
@@ -286,8 +314,10 @@ def scoring_split(cfg: Config, run_path: Path | str, split: str, say=None
                   ) -> tuple[list[str], list[str], dict]:
     """The pairs of `split` that `nmt evaluate` and `nmt align` score for a run, and what
     scores.json records of them: the pinned copy of a split the run pinned (a note when the
-    corpus's has changed since); any other split from the corpus as imported, refused when
-    it holds pairs the run trained on."""
+    corpus's has changed since); any other split adopted from the corpus as imported, with
+    its gold, into the run's pin (`corpus/scored/SPLIT/`, so every later reader of the run,
+    its gold included, reads the text that was scored), refused when it holds pairs the run
+    trained on."""
     say = say or (lambda text: print(text, file=sys.stderr))
     pin, live = open_pin(run_path), LiveCorpus.of(cfg)
     if pin is None:  # a run older than pins: the corpus as it is, as before
@@ -301,8 +331,9 @@ def scoring_split(cfg: Config, run_path: Path | str, split: str, say=None
                 "under another split or corpus name to score them")
         sources, refs = pin.load(split)
         return sources, refs, {"digest": pin.digest(split), "pinned": True}
-    sources, refs = live.load(split)
-    digest = split_digest(*(sha256_file(p) for p in live.paths(split)))
+    _adopt(pin, live, split)
+    sources, refs = pin.load(split)
+    digest = pin.digest(split)
     seen = np.isin(pair_hashes(sources, refs), pin.train_hashes())
     if seen.any():
         raise NMTError(f"{live.folder}/{split} (digest {digest}): {int(seen.sum()):,} of its "
@@ -312,3 +343,28 @@ def scoring_split(cfg: Config, run_path: Path | str, split: str, say=None
     say(f"note: {split} is not a split {pin.run.path} pinned; scoring {live.folder}/{split} "
         f"(digest {digest}; none of its pairs are among the run's training pairs)")
     return sources, refs, {"digest": digest, "pinned": False, "overlap": 0}
+
+
+def _adopt(pin: Pin, live: LiveCorpus, split: str) -> None:
+    """`split` of the corpus as it is now, with its gold, linked into the run's pin under
+    the corpus's lock (one snapshot of text and gold), unless the pin holds those bytes."""
+    target = pin.folder / SCORED / split
+    sweep(target.parent, split)  # a killed adoption's
+    with scratch(target) as tmp:
+        shas = _link_splits(live, [split], tmp)[split]
+        shas["from"] = str(live.folder)
+        try:
+            if pin._entry(split)[1]["sha256"] == shas["sha256"]:
+                return  # adopted before, the same text
+        except NMTError:
+            pass
+        (tmp / "scored.json").write_text(json.dumps(shas, indent=1) + "\n", encoding="utf-8")
+        (tmp / "manifest.json").unlink(missing_ok=True)
+        with lock(target):
+            swap_in(tmp, target)
+
+
+def gold_of(cfg: Config, split: str) -> Path | None:
+    """The gold links of `split` as the run reads it (its pin's, never today's corpus's
+    for a pinned run; the corpus's for a run older than pins)."""
+    return corpus_of(cfg).gold(split)

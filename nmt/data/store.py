@@ -1,7 +1,10 @@
 """The encoded store: each split of a corpus as flat, memory-mapped token arrays.
 
 One folder per split and vocabulary, `<vocab>/<split>.<checksum>/`, named by the split's
-text files' sha256 (a changed file gets a new store). Per side, `src.npy`/`tgt.npy` hold
+text files' sha256 (a changed file gets a new store). The digests are taken in the pass
+that encodes (`source.json` records them), so a store holds the text its name says even
+when the files are replaced while it is written; opening a store checks its record against
+the digests the caller pinned (docs/data.md, "The run's data"). Per side, `src.npy`/`tgt.npy` hold
 every sentence's ids one after another and `src_off.npy`/`tgt_off.npy` (int64, n + 1)
 where each starts: sentence i is `flat[off[i]:off[i + 1]]`. The token dtype is uint16 when
 the side's vocabulary has at most 65,536 pieces, int32 otherwise. Arrays are opened with
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import mmap
+import json
 import multiprocessing
 import os
 import shutil
@@ -32,71 +35,33 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO
 
 import numpy as np
 
 from nmt.core.config import Config
-from nmt.core.errors import NMTError, one_line
+from nmt.core.errors import NMTError
 from nmt.core.locks import file_lock, signals_held
 from nmt.core.progress import counting, tick
 from nmt.core.scratch import die_with_parent, scratch, swap_in, sweep
 from nmt.data.corpora import LiveCorpus, iter_lines
-from nmt.data.folder import BLOCK
+from nmt.data.folder import BLOCK, HashedLines
+from nmt.data.ragged import (  # noqa: F401 - the store's reading side, named here too
+    SIDES,
+    SOURCE,
+    Ragged,
+    _blocks,
+    _fits,
+    _map,
+    built_from,
+    lengths_of,
+    open_store,
+)
 from nmt.data.subwords import Vocab
 
 PARALLEL_PAIRS = 200_000  # splits with more pairs are encoded by worker processes
 CHUNK_LINES = 10_000  # lines per encoding task
 WORKERS = max(1, min(os.cpu_count() or 1, 8))  # encoding processes above PARALLEL_PAIRS
-SIDES = ("src", "tgt")
-
-
-class Ragged:
-    """Sentences of one side as a flat token array and its offsets (n + 1): `len`, an int
-    index gives sentence i as an int32 array, a slice gives a view of the same arrays.
-    `maps`: the shared file maps the arrays view (`release`); `folder`: the store's."""
-
-    def __init__(self, flat: np.ndarray, offsets: np.ndarray, maps: tuple = (),
-                 folder: Path | None = None):
-        self.flat, self.offsets, self.maps, self.folder = flat, offsets, maps, folder
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            start, stop, step = i.indices(len(self))
-            if step != 1:
-                raise ValueError("a Ragged slice takes every sentence (step 1)")
-            return Ragged(self.flat, self.offsets[start:max(stop, start) + 1], self.maps,
-                          self.folder)
-        i = int(i)
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(f"sentence {i} of {len(self)}")
-        return np.asarray(self.flat[self.offsets[i]:self.offsets[i + 1]], dtype=np.int32)
-
-    def __iter__(self) -> Iterator[np.ndarray]:
-        return (self[i] for i in range(len(self)))
-
-    def lengths(self) -> np.ndarray:
-        """Every sentence's length (int64), from the offsets alone."""
-        return np.diff(self.offsets)
-
-    def release(self) -> None:
-        """Unmap the pages this process has read (madvise DONTNEED; the arrays stay valid):
-        they stay in the page cache, and the next read maps them again."""
-        for mapped in self.maps:
-            if hasattr(mmap, "MADV_DONTNEED"):  # not on Windows
-                mapped.madvise(mmap.MADV_DONTNEED)
-
-
-def lengths_of(side) -> np.ndarray:
-    """The lengths of a side's sentences: a store's from its offsets, a list's one by one."""
-    if hasattr(side, "lengths"):
-        return np.asarray(side.lengths(), dtype=np.int64)
-    return np.fromiter((len(s) for s in side), dtype=np.int64, count=len(side))
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -128,7 +93,9 @@ def encode_files(paths: tuple[Path, Path], vocab_dir: Path, split: str,
                  vocab: Vocab | None = None) -> tuple[Ragged, Ragged]:
     """The encoded (source, target) store of a split's two text files, built once per text
     and vocabulary in `vocab_dir` (`vocab`: the models there, when already loaded); a
-    damaged or ill-fitting store is named on stderr and encoded again."""
+    damaged or ill-fitting store is named on stderr and encoded again. The store is named
+    by the digests of the bytes its encoding read; files replaced between the lookup and
+    the encoding are a one-line error, and nothing is filed under the old name."""
     if getattr(multiprocessing.current_process(), "_inheriting", False):  # what spawn checks
         raise SystemExit(f"encoding {split}: this is a worker process re-running a script "
                          "whose top level encodes or trains; put it under `if __name__ == "
@@ -141,122 +108,62 @@ def encode_files(paths: tuple[Path, Path], vocab_dir: Path, split: str,
         raise NMTError(f"{paths[0]}: the corpus is empty")
     store = vocab_dir / f"{split}.{split_digest(src_sha, tgt_sha)}"
     vocab = vocab or Vocab.from_dir(vocab_dir)
-    sides, problem = open_store(store, n, vocab)
+    sides, problem = open_store(store, n, vocab, (src_sha, tgt_sha))
     if sides is not None:
         return sides
     if problem:
         print(f"{store}: {problem}; encoding {split} again", file=sys.stderr)
     with file_lock(vocab_dir / f".{split}.lock"):  # another process may be writing it
-        sides, _ = open_store(store, n, vocab)
+        sides, _ = open_store(store, n, vocab, (src_sha, tgt_sha))
         if sides is None:
-            _write_store(store, paths, n, vocab, split)
-            sides, problem = open_store(store, n, vocab)
+            _write_store(store, paths, n, vocab, split, (src_sha, tgt_sha))
+            sides, problem = open_store(store, n, vocab, (src_sha, tgt_sha))
             if sides is None:
                 raise NMTError(f"{store}: {problem} right after writing it; check the disk")
     return sides
 
 
-def open_store(store: Path, count: int, vocab: Vocab) -> tuple[tuple | None, str]:
-    """((source, target), "") when `store` holds `count` pairs of ids within the vocabulary;
-    (None, why not) otherwise ("" when there is no store at all)."""
-    if not store.is_dir():
-        return None, ""
-    sides = []
-    for side, size in zip(SIDES, (vocab.src_size, vocab.tgt_size)):
-        try:
-            flat, offsets = _map(store / f"{side}.npy"), _map(store / f"{side}_off.npy")
-            fits = _fits(flat, offsets, count, size)
-        except (OSError, ValueError, EOFError) as exc:  # missing, cut, not an array
-            return None, f"unreadable ({one_line(exc)})"
-        if not fits:
-            return None, f"does not hold this split's {count:,} encoded pairs"
-        sides.append(Ragged(flat.array, offsets.array,
-                            tuple(m.map for m in (flat, offsets) if m.map is not None), store))
-    return (sides[0], sides[1]), ""
-
-
-class _Mapped(NamedTuple):
-    path: Path
-    start: int  # where the values begin in the file
-    array: np.ndarray  # read-only, a view of `map`
-    map: mmap.mmap | None  # None for an empty array
-
-
-def _map(path: Path) -> _Mapped:
-    """A 1-D .npy file (header read by numpy.lib.format) as a view of a shared read-only
-    map of the file."""
-    with open(path, "rb") as handle:
-        version = np.lib.format.read_magic(handle)
-        header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                  else np.lib.format.read_array_header_2_0)
-        shape, fortran, dtype = header(handle)
-        start = handle.tell()
-        if len(shape) != 1 or fortran:
-            raise ValueError(f"{path.name} holds a {len(shape)}-D array, not 1-D")
-        size = os.fstat(handle.fileno()).st_size
-        if start + shape[0] * dtype.itemsize > size:
-            raise ValueError(f"{path.name} is cut short")
-        if not shape[0]:
-            return _Mapped(path, start, np.zeros(0, dtype), None)
-        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    return _Mapped(path, start, np.frombuffer(mapped, dtype, shape[0], start), mapped)
-
-
-def _fits(flat: _Mapped, offsets: _Mapped, count: int, size: int) -> bool:
-    """Whether the arrays are `count` sentences of ids below `size` (not another version's
-    file or a hand's edit); read block by block from the files."""
-    tokens, ends = flat.array, offsets.array
-    if not (len(ends) == count + 1 and np.issubdtype(tokens.dtype, np.integer)
-            and np.issubdtype(ends.dtype, np.integer)):
-        return False
-    last = None
-    for block in _blocks(offsets):  # from 0, never falling, to the number of tokens
-        if (block[0] != 0 if last is None else block[0] < last) or (np.diff(block) < 0).any():
-            return False
-        last = block[-1]
-    if last != len(tokens):
-        return False
-    return all(block.min() >= 0 and block.max() < size for block in _blocks(flat))
-
-
-def _blocks(mapped: _Mapped, rows: int = 1 << 22) -> Iterator[np.ndarray]:
-    """A mapped array's values in blocks, read from its file rather than through the map,
-    so a check leaves none of its pages in this process's memory."""
-    dtype = mapped.array.dtype
-    left = mapped.array.nbytes
-    with open(mapped.path, "rb") as handle:
-        handle.seek(mapped.start)
-        while left > 0 and (block := handle.read(min(left, rows * dtype.itemsize))):
-            left -= len(block)
-            yield np.frombuffer(block, dtype=dtype)
-
-
 def _write_store(store: Path, paths: tuple[Path, Path], count: int, vocab: Vocab,
-                 split: str) -> None:
+                 split: str, source: tuple[str, str]) -> None:
     dtypes = (token_dtype(vocab.src_size), token_dtype(vocab.tgt_size))
-    chunks = encoded_chunks(paths, vocab, dtypes, count >= PARALLEL_PAIRS)
-    write_store(store, chunks, count, dtypes, f"encoding {split}")
+    read: list[HashedLines] = []
+    chunks = encoded_chunks(paths, vocab, dtypes, count >= PARALLEL_PAIRS, read)
+    write_store(store, chunks, count, dtypes, f"encoding {split}",
+                lambda: _as_read(read, paths, source))
     store.with_name(f"{store.name}.npz").unlink(missing_ok=True)  # an older version's
 
 
+def _as_read(read: list[HashedLines], paths: tuple[Path, Path], expected: tuple) -> tuple:
+    """The digests of the bytes an encoding pass read, which must be those it looked up:
+    files replaced half-way (a re-import) are refused rather than filed under a wrong key."""
+    digests = tuple(lines.finish() for lines in read)
+    if digests != tuple(expected):
+        raise NMTError(f"{paths[0]}: the split's files changed while they were being encoded "
+                       "(a re-import?); nothing was kept: run the command again")
+    return digests
+
+
 def write_store(store: Path, chunks: Iterable[tuple[np.ndarray, ...]], count: int,
-                dtypes: tuple, label: str) -> None:
+                dtypes: tuple, label: str, source=None) -> None:
     """Write `count` pairs' encoded chunks ((src ids, src lengths, tgt ids, tgt lengths),
     in order) into a private folder, then rename it to `store` in one step; the caller
-    holds the store's lock. A killed writer's scratch folder is removed by the next one."""
+    holds the store's lock. `source`: called once the chunks are read, it returns the
+    sha256 of the text they were read from (recorded in `source.json`), or raises to keep
+    nothing. A killed writer's scratch folder is removed by the next one."""
     for stale in store.parent.glob(f"{store.name}.tmp*"):  # an older version's, pid-named
         shutil.rmtree(stale, ignore_errors=True)
     sweep(store.parent, store.name)
     try:
         with scratch(store) as tmp:
-            _fill(tmp, store, chunks, count, dtypes, label)
+            _fill(tmp, store, chunks, count, dtypes, label, source)
     finally:
         close = getattr(chunks, "close", None)
         if close is not None:  # a generator's workers stop now, not when it is collected
             close()
 
 
-def _fill(tmp: Path, store: Path, chunks, count: int, dtypes: tuple, label: str) -> None:
+def _fill(tmp: Path, store: Path, chunks, count: int, dtypes: tuple, label: str,
+          source) -> None:
     """write_store's arrays, written into `tmp` and swapped in at `store`."""
     writers = [(_NpyWriter(tmp / f"{side}.npy", dtype), _Offsets(tmp / f"{side}_off.npy"))
                for side, dtype in zip(SIDES, dtypes)]
@@ -269,18 +176,22 @@ def _fill(tmp: Path, store: Path, chunks, count: int, dtypes: tuple, label: str)
     for tokens, offsets in writers:
         tokens.close()
         offsets.close()
+    if source is not None:
+        (tmp / SOURCE).write_text(json.dumps({"sha256": list(source())}) + "\n",
+                                  encoding="utf-8")
     swap_in(tmp, store)  # a damaged store is left in tmp, removed with it
 
 
 def sampled_chunks(paths: tuple[Path, Path], vocab: Vocab, keep: np.ndarray, alpha: float,
-                   nbest: int, seed: int) -> Iterator[tuple[np.ndarray, ...]]:
+                   nbest: int, seed: int, read: list | None = None
+                   ) -> Iterator[tuple[np.ndarray, ...]]:
     """`write_store`'s chunks of the pairs at line numbers `keep` (ascending) of the text
     files, each segmented by sampling (Vocab.sample_pairs): chunk c is seeded by `seed`
     and c alone, so writing it again draws the same. Lines are streamed, never held whole."""
     dtypes = (token_dtype(vocab.src_size), token_dtype(vocab.tgt_size))
     wanted = np.zeros(int(keep[-1]) + 1 if len(keep) else 0, dtype=bool)
     wanted[keep] = True
-    for c, (src, tgt) in enumerate(_line_chunks(paths)):
+    for c, (src, tgt) in enumerate(_line_chunks(paths, read)):
         rows = np.flatnonzero(wanted[c * CHUNK_LINES:c * CHUNK_LINES + len(src)]).tolist()
         if rows:
             ids = vocab.sample_pairs([src[i] for i in rows], [tgt[i] for i in rows], alpha,
@@ -295,12 +206,13 @@ def _flat(ids: list[list[int]], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray
     return flat, lengths
 
 
-def encoded_chunks(paths: tuple[Path, Path], vocab: Vocab, dtypes: tuple, parallel: bool
-                   ) -> Iterator[tuple[np.ndarray, ...]]:
+def encoded_chunks(paths: tuple[Path, Path], vocab: Vocab, dtypes: tuple, parallel: bool,
+                   read: list | None = None) -> Iterator[tuple[np.ndarray, ...]]:
     """(src tokens, src lengths, tgt tokens, tgt lengths) of each chunk of lines, in order;
     `parallel`: encoded by a spawned pool, at most two chunks per worker in flight; a
-    worker that dies (or cannot start) is a one-line NMTError, not a hang."""
-    chunks = _line_chunks(paths)
+    worker that dies (or cannot start) is a one-line NMTError, not a hang. `read` gets the
+    files' HashedLines (their digests once read)."""
+    chunks = _line_chunks(paths, read)
     if not parallel:
         for src, tgt in chunks:
             yield encode_chunk(vocab, src, tgt, dtypes)
@@ -348,12 +260,19 @@ def _worker_chunk(src: list[str], tgt: list[str]) -> tuple[np.ndarray, ...]:
     return encode_chunk(_WORKER["vocab"], src, tgt, _WORKER["dtypes"])
 
 
-def _line_chunks(paths: tuple[Path, Path]) -> Iterator[tuple[list[str], list[str]]]:
-    """Lists of CHUNK_LINES source and target lines, read in lockstep (never a whole file)."""
+def _line_chunks(paths: tuple[Path, Path], read: list | None = None
+                 ) -> Iterator[tuple[list[str], list[str]]]:
+    """Lists of CHUNK_LINES source and target lines, read in lockstep (never a whole file);
+    `read` gets the two files' HashedLines, whose digests are of the bytes read."""
     with open(paths[0], "rb") as src_file, open(paths[1], "rb") as tgt_file:
-        pairs = zip(iter_lines(src_file, paths[0]), iter_lines(tgt_file, paths[1]))
+        hashed = HashedLines(src_file), HashedLines(tgt_file)
+        if read is not None:
+            read.extend(hashed)
+        pairs = zip(iter_lines(hashed[0], paths[0]), iter_lines(hashed[1], paths[1]))
         while chunk := list(itertools.islice(pairs, CHUNK_LINES)):
             yield [s for s, _ in chunk], [t for _, t in chunk]
+        for lines in hashed:
+            lines.finish()  # a longer file's rest, while it is still open
 
 
 class _NpyWriter:

@@ -24,7 +24,7 @@ from nmt.core.locks import file_lock
 from nmt.core.scratch import remove, scratch, sweep
 from nmt.core.tokens import BOS, EOS, PAD, UNK
 from nmt.data.corpora import LiveCorpus, iter_lines, normalise
-from nmt.data.folder import sha256_file
+from nmt.data.folder import HashedLines, sha256_file
 
 
 class Vocab:
@@ -124,23 +124,28 @@ SAMPLE_SEED = 1234  # the draw of a larger corpus's sample
 
 
 def training_sample(files: list[Path], sentences: int = SAMPLE_SENTENCES,
-                    size: int = SAMPLE_BYTES) -> Iterator[str]:
+                    size: int = SAMPLE_BYTES, read: dict | None = None) -> Iterator[str]:
     """The lines SentencePiece trains on, streamed: every line of `files` in order when
     they are within both bounds, otherwise a seeded draw of each line with the probability
-    that fills the tighter bound (cut at the bounds), never a whole file in memory."""
+    that fills the tighter bound (cut at the bounds), never a whole file in memory. `read`
+    gets each file's sha256 of the bytes this pass read (the whole file, past the bounds)."""
     lines = sum(_count_lines(path) for path in files)
     total = sum(path.stat().st_size for path in files)
     keep = min(1.0, sentences / max(lines, 1), size / max(total, 1))
     rng, taken, taken_bytes = random.Random(SAMPLE_SEED), 0, 0
     for path in files:
         with open(path, "rb") as handle:
-            for line in iter_lines(handle, path):
+            hashed = HashedLines(handle)
+            for line in iter_lines(hashed, path):
+                if taken > sentences or taken_bytes > size:
+                    break  # the sample is full; the rest is only hashed
                 if keep < 1.0 and rng.random() >= keep:
                     continue
                 taken, taken_bytes = taken + 1, taken_bytes + len(line.encode()) + 1
-                if taken > sentences or taken_bytes > size:
-                    return
-                yield line
+                if taken <= sentences and taken_bytes <= size:
+                    yield line
+            if read is not None:
+                read[path] = hashed.finish()
 
 
 def _count_lines(path: Path) -> int:
@@ -151,14 +156,14 @@ def _count_lines(path: Path) -> int:
     return lines + (last != b"\n")
 
 
-def _train_one(lines_files: list[Path], prefix: Path, cfg) -> None:
+def _train_one(lines_files: list[Path], prefix: Path, cfg, read: dict | None = None) -> None:
     """One model from `training_sample` of `lines_files`, fed to SentencePiece line by line
     (no concatenated copy). The model comes back in memory, so it records no file path or
-    prefix: the same lines and options give the same bytes."""
+    prefix: the same lines and options give the same bytes. `read`: training_sample's."""
     model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=training_sample(lines_files), model_writer=model,
+            sentence_iterator=training_sample(lines_files, read=read), model_writer=model,
             vocab_size=cfg.size,
             model_type=cfg.model_type, character_coverage=cfg.character_coverage,
             normalization_rule_name=cfg.normalization,
@@ -190,12 +195,12 @@ def prepare_vocab(cfg: Config) -> Path:
 def train_vocab(files: tuple[Path, Path], options_cfg, cache: Path) -> Path:
     """The SentencePiece model(s) of the training text `files` (source, target) with the
     `vocab` options `options_cfg`, trained once and kept in `cache/spm/<key>/`, the key a
-    hash of the files' contents and every option."""
+    hash of every option and the files' contents, as the pass that trains read them
+    (docs/data.md, "The run's data")."""
     src_file, tgt_file = map(Path, files)
     options = {k: v for k, v in asdict(options_cfg).items()  # sampling: training only, same model
                if k not in ("sampling_alpha", "sampling_nbest")}
-    key = json.dumps({"vocab": options, "src": _sha(src_file), "tgt": _sha(tgt_file)},
-                     sort_keys=True)
+    key = _key(options, _sha(src_file), _sha(tgt_file))
     out = Path(cache) / "spm" / hashlib.sha256(key.encode()).hexdigest()[:16]
     if (out / "options.json").is_file():  # complete: folders appear by rename only
         return out
@@ -206,14 +211,25 @@ def train_vocab(files: tuple[Path, Path], options_cfg, cache: Path) -> Path:
     return out
 
 
+def _key(options: dict, src_sha: str, tgt_sha: str) -> str:
+    return json.dumps({"vocab": options, "src": src_sha, "tgt": tgt_sha}, sort_keys=True)
+
+
 def _train_vocab(cfg, src_file: Path, tgt_file: Path, key: str, out: Path) -> None:
-    """Train into a private scratch folder, then rename it to `out` in one step."""
+    """Train into a private scratch folder, then rename it to `out` in one step, once the
+    digests of what the training read are those of the key (a file replaced in between,
+    by a re-import, would otherwise file one text's vocabulary under another's key)."""
+    read: dict = {}
     with scratch(out) as tmp:
         if cfg.joint:
-            _train_one([src_file, tgt_file], tmp / "joint", cfg)
+            _train_one([src_file, tgt_file], tmp / "joint", cfg, read)
         else:
-            _train_one([src_file], tmp / "src", cfg)
-            _train_one([tgt_file], tmp / "tgt", cfg)
+            _train_one([src_file], tmp / "src", cfg, read)
+            _train_one([tgt_file], tmp / "tgt", cfg, read)
+        as_read = _key(json.loads(key)["vocab"], read.get(src_file), read.get(tgt_file))
+        if as_read != key:
+            raise NMTError(f"{src_file}: the training text changed while SentencePiece read "
+                           "it (a re-import?); nothing was kept: run the command again")
         (tmp / "options.json").write_text(key + "\n")
         remove(out)  # a partial folder left by an older version
         tmp.rename(out)

@@ -20,8 +20,8 @@ from nmt.align.io import load_alignments
 from nmt.align.records import AlignmentRecord
 from nmt.core.errors import NMTError
 from nmt.core.rundir import RunDir
-from nmt.data.corpora import corpus_gold
 from nmt.data.links import GoldAlignment, read_gold
+from nmt.data.pin import gold_of
 from nmt.models import MODELS
 from nmt.models.published import is_published
 from nmt.models.runs import check_one_pair, load_config
@@ -110,7 +110,7 @@ def _run_sets(run: Path, split: str | None, sources: Sources) -> list[RecordSet]
         raise NMTError(f"{npz}: no alignments of split {split!r}; write them with "
                        f"`nmt evaluate --run {run} --split {split}`")
     if sources.gold_path is None:
-        sources.gold_path = corpus_gold(cfg, split)
+        sources.gold_path = gold_of(cfg, split)
     return [load_set(npz, run.name)]
 
 

@@ -26,8 +26,8 @@ from nmt.align.words import links_from_matrix, record_matrix
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
 from nmt.core.progress import counting
-from nmt.data.corpora import corpus_gold, read_pairs
-from nmt.data.pin import scoring_split
+from nmt.data.corpora import read_pairs
+from nmt.data.pin import gold_of, scoring_split
 from nmt.data.symmetrize import (
     AGREEMENT,
     DEFAULT_AGREEMENT,
@@ -140,7 +140,7 @@ def select_inputs(cfg: Config, opts: AlignOptions
         split = opts.split or cfg.data.test
         sources, targets, scored = scoring_split(cfg, opts.runs[0], split)
         scored = {"split": split, **scored}
-        gold = corpus_gold(cfg, split)
+        gold = gold_of(cfg, split)
     if opts.limit:
         sources, targets = sources[:opts.limit], targets[:opts.limit]
     return sources, targets, gold, scored

@@ -24,8 +24,8 @@ from nmt.core.document import Block, render_html, render_markdown
 from nmt.core.errors import NMTError
 from nmt.core.plotting import plot_grid, plot_lines
 from nmt.core.rundir import RunDir
-from nmt.data.corpora import corpus_gold
 from nmt.data.links import GoldAlignment, read_gold
+from nmt.data.pin import gold_of
 from nmt.models import MODELS
 from nmt.models.runs import check_one_pair, load_config
 
@@ -383,7 +383,7 @@ def compare_runs(run_paths: list[Path], out: Path, split: str | None = None,
              (plot_valid_curve(runs, out / "valid_bleu_by_time.png"), "validation BLEU vs time")]
     blocks += [("h2", "Curves")] + [("img", p, alt) for p, alt in plots if p is not None]
     notes: list[str] = []
-    gold_path = corpus_gold(runs[0].cfg, split)
+    gold_path = gold_of(runs[0].cfg, split)
     gold = read_gold(gold_path) if gold_path is not None else None
     grids = plot_alignment_grids(runs, split, out, sentences, notes, extra, gold)
     blocks.append(("h2", "Attention, side by side"))

@@ -41,9 +41,8 @@ class Data:
     kept: int  # data.concat joins them into train_src/train_tgt)
     corpus: Pin | None = None  # what the run pinned: every read of the run's data is its
     # vocab.sampling_alpha: the kept pairs' line numbers, segmented anew each epoch from
-    # the pinned text files (sampled_examples); the best segmentation's store
+    # the pinned text files (sampled_examples)
     sample_keep: np.ndarray | None = None
-    best_store: Path | None = None
     # guided.weight: each training pair's piece targets (None: no links), the validation
     # pairs' teacher links, and how many training pairs the links did not fit
     train_guides: Sequence | None = None
@@ -78,12 +77,11 @@ def load_data(cfg: Config, resume: bool = False, quiet: bool = False) -> Data:
     refs = head_lines(pin.paths(cfg.data.valid)[1], n)  # the first n, not the whole split
     pairs, kept = len(src), len(keep)
     sample_keep = keep if cfg.vocab.sampling_alpha else None  # filtered on the best one
-    best_store = src.folder
     if cfg.data.concat > 1:
         src, tgt = join_pairs(src, tgt, keep, cfg.data.concat, cfg.train.seed)
         keep = range(len(src))
     data = Data(vocab, src, tgt, keep, v_src[:n], refs[:n], v_tgt[:n], pairs, kept,
-                pin, sample_keep, best_store)
+                pin, sample_keep)
     if cfg.guided.weight:
         _add_guides(cfg, data)
     return data
@@ -132,25 +130,37 @@ def sampled_examples(cfg: Config, d: Data, epoch: int, folder: Path) -> tuple:
     first writes, the others read what it wrote."""
     v = cfg.vocab
     seed = cfg.train.seed + epoch
-    key = hashlib.sha256(json.dumps([str(d.best_store), cfg.data.max_len, v.sampling_alpha,
-                                     v.sampling_nbest]).encode()).hexdigest()[:12]
+    text = d.corpus.sha256(cfg.data.train)  # what is sampled: the pinned text, by content
+    key = hashlib.sha256(json.dumps([*text, d.corpus.record.get("vocab"), cfg.data.max_len,
+                                     v.sampling_alpha, v.sampling_nbest]).encode()
+                         ).hexdigest()[:12]
     store = folder / f"seed{seed}.{key}"
     folder.mkdir(parents=True, exist_ok=True)
     with file_lock(folder / ".lock"):
-        sides, _ = open_store(store, len(d.sample_keep), d.vocab)
+        sides, _ = open_store(store, len(d.sample_keep), d.vocab, text)
         if sides is None:
-            paths = d.corpus.paths(cfg.data.train)
+            paths, read = d.corpus.paths(cfg.data.train), []
             dtypes = (token_dtype(d.vocab.src_size), token_dtype(d.vocab.tgt_size))
             chunks = sampled_chunks(paths, d.vocab, d.sample_keep, v.sampling_alpha,
-                                    v.sampling_nbest, seed)
-            write_store(store, chunks, len(d.sample_keep), dtypes, f"sampling epoch {epoch}")
-            sides, problem = open_store(store, len(d.sample_keep), d.vocab)
+                                    v.sampling_nbest, seed, read)
+            write_store(store, chunks, len(d.sample_keep), dtypes, f"sampling epoch {epoch}",
+                        lambda: _as_pinned(read, paths, text))
+            sides, problem = open_store(store, len(d.sample_keep), d.vocab, text)
             if sides is None:
                 raise NMTError(f"{store}: {problem} right after writing it; check the disk")
     src, tgt = sides
     if cfg.data.concat > 1:
         return join_pairs(src, tgt, range(len(src)), cfg.data.concat, cfg.train.seed)
     return src, tgt
+
+
+def _as_pinned(read: list, paths: tuple, pinned: tuple) -> tuple:
+    """The digests of the text a sampling pass read, which must be the pinned text's."""
+    digests = tuple(lines.finish() for lines in read)
+    if digests != tuple(pinned):
+        raise NMTError(f"{paths[0]}: the run's pinned text is not what it pinned (sha256 "
+                       f"{digests[0][:12]}, pinned {pinned[0][:12]}); start a new run")
+    return digests
 
 
 def prune_sampled(cfg: Config, folder: Path, epoch: int) -> None:

@@ -35,7 +35,7 @@ from nmt.core.config import Config
 from nmt.core.errors import NMTError
 from nmt.core.locks import file_lock
 from nmt.core.tokens import EOS
-from nmt.data.corpora import LiveCorpus
+from nmt.data.corpora import LiveCorpus, read_hashed, read_parallel
 from nmt.data.folder import sha256_file
 from nmt.data.links import GoldAlignment, Link, PharaohFile, format_pharaoh, read_gold
 from nmt.data.pin import corpus_of
@@ -150,10 +150,11 @@ def _words(lines: Sequence[str]) -> list[list[str]]:
     return [line.lower().split() for line in lines]
 
 
-def links_folder(cfg: Config, corpus=None) -> Path:
+def links_folder(cfg: Config, corpus=None, shas: dict | None = None) -> Path:
     """Where the teacher's links of `corpus`'s (default: `cfg`'s corpus as imported)
     training and validation pairs are cached: the data root's cache, under a key of the
-    settings and the split files' contents."""
+    settings and the split files' contents (`shas`: each split's two sha256 as a pass read
+    them; else the files are hashed now, to look the folder up)."""
 
     corpus = corpus or LiveCorpus.of(cfg)
     teacher = cfg.guided.teacher
@@ -163,8 +164,8 @@ def links_folder(cfg: Config, corpus=None) -> Path:
                    else teacher_key(cfg))}
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     for split in (cfg.data.train, cfg.data.valid):
-        for path in corpus.paths(split):
-            digest.update(bytes.fromhex(sha256_file(path)))
+        for sha in (shas[split] if shas else map(sha256_file, corpus.paths(split))):
+            digest.update(bytes.fromhex(sha))
     return corpus.cache / "links" / f"{cfg.data.pair}.{teacher}-{digest.hexdigest()[:16]}"
 
 
@@ -209,7 +210,10 @@ def write_teacher_links(cfg: Config, threads: int | None = None, corpus=None) ->
     with file_lock(folder.parent / f".{folder.name}.lock"):
         if all((folder / f"{split}.links").is_file() for split in splits):
             return folder
-        texts = {s: corpus.load(s) for s in splits}
+        texts, shas = _read(corpus, splits)
+        if links_folder(cfg, corpus, shas) != folder:  # the key is of the text read
+            raise NMTError(f"{corpus.paths(splits[0])[0]}: the corpus changed while its links "
+                           "were being computed (a re-import?); nothing was kept: run again")
         if cfg.guided.teacher == "runs":
             links = model_links(cfg, texts)
         else:
@@ -218,7 +222,7 @@ def write_teacher_links(cfg: Config, threads: int | None = None, corpus=None) ->
         settings = json.dumps({
             "teacher": cfg.guided.teacher, "symmetrize": cfg.guided.symmetrize,
             "splits": {s: len(v) for s, v in links.items()},
-            "digests": {s: split_digest(*map(sha256_file, corpus.paths(s))) for s in splits}},
+            "digests": {s: split_digest(*shas[s]) for s in splits}},
             indent=2) + "\n"
         # settings first, the links last: a folder whose links are all there is whole
         atomic_write(folder / "settings.json", lambda handle: handle.write(settings.encode()))
@@ -226,6 +230,17 @@ def write_teacher_links(cfg: Config, threads: int | None = None, corpus=None) ->
             text = "".join(format_pharaoh(x) + "\n" for x in pair_links).encode("utf-8")
             atomic_write(folder / f"{split}.links", lambda handle, text=text: handle.write(text))
     return folder
+
+
+def _read(corpus, splits: tuple) -> tuple[dict, dict]:
+    """Each split's (sources, targets) and the sha256 of its two files, in one read."""
+    texts, shas = {}, {}
+    for split in splits:
+        (sources, src_sha), (targets, tgt_sha) = map(read_hashed, corpus.paths(split))
+        if len(sources) != len(targets):
+            read_parallel(*corpus.paths(split))  # its one-line error
+        texts[split], shas[split] = (sources, targets), (src_sha, tgt_sha)
+    return texts, shas
 
 
 def _eflomal(cfg: Config, splits: dict, threads: int | None) -> dict[str, list[set[Link]]]:
