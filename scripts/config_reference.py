@@ -2,7 +2,8 @@
 
 Each key's type and default come from the dataclasses, its allowed values from the field's
 declaration (`one_of`, `registered`: `nmt.models.checks.choices`; `positive`, `non_negative`,
-`fraction`: the field's "check"), and its text from the source's comments: the trailing
+`fraction`: the field's "check"), whether `--resume` refuses a change to it from its
+`fixed`/`free` declaration (nmt.core.fields), and its text from the source's comments: the trailing
 `# comment` on the field's line with its continuation lines (`#   ...`), and the comment
 block on the lines just above the field. A section's class docstring opens its table.
 
@@ -28,6 +29,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from nmt.core import config as nmt_config  # noqa: E402
+from nmt.core.checkpoint import RESUME_KEYS  # noqa: E402
+from nmt.core.fields import FREE  # noqa: E402
 from nmt.models.checks import choices  # noqa: E402
 
 SOURCE = ROOT / "nmt" / "core" / "config.py"
@@ -113,21 +116,44 @@ def _allowed(key: str | None, f: dataclasses.Field) -> str:
 
 def _table(prefix: str, cls: type, comments: dict[str, str]) -> list[str]:
     hints = typing.get_type_hints(cls)
-    rows = ["| key | type | default | allowed | description |", "|---|---|---|---|---|"]
+    rows = ["| key | type | default | allowed | on --resume | description |",
+            "|---|---|---|---|---|---|"]
     for f in dataclasses.fields(cls):
         if dataclasses.is_dataclass(hints[f.name]):
             continue  # a section: it has its own table
         key = f"{prefix}.{f.name}" if prefix else f.name
         cells = [f"`{key}`", hints[f.name].__name__, _default(f.default),
-                 _md(_allowed(key if prefix else None, f)), _md(comments.get(f.name, ""))]
+                 _md(_allowed(key if prefix else None, f)),
+                 "free" if f.metadata.get("resume") == FREE else "refused",
+                 _md(comments.get(f.name, ""))]
         rows.append("| " + " | ".join(cells) + " |")
     return rows
+
+
+def refused_summary() -> list[str]:
+    """The keys a resume refuses (`RESUME_KEYS`, from each field's declaration), a section
+    whose every key is refused as `section.*`."""
+    keys = [key for key, _ in nmt_config.leaf_fields()]
+    parts = []
+    for section in ["", *nmt_config.SECTIONS]:
+        mine = [k for k in keys if (k.rsplit(".", 1)[0] if "." in k else "") == section]
+        fixed = [k for k in mine if k in RESUME_KEYS]
+        if section and fixed == mine:
+            parts.append(f"`{section}.*`")
+        elif section and len(fixed) > len(mine) / 2:
+            parts.append(f"`{section}.*` but " + ", ".join(
+                f"`{k}`" for k in mine if k not in fixed))
+        else:
+            parts += [f"`{k}`" for k in fixed]
+    return ["### What a resume refuses", "",
+            "`nmt train --resume` refuses a change to " + "; ".join(parts) + ". Every other "
+            "key may change (the column \"on --resume\" below)."]
 
 
 def reference(source: Path = SOURCE) -> str:
     """The Markdown that goes between the reference markers of docs/configuration.md."""
     comments = field_comments(Path(source).read_text(encoding="utf-8"))
-    out = ["", "", "### Top level", ""]
+    out = ["", "", *refused_summary(), "", "### Top level", ""]
     out += _table("", nmt_config.Config, comments.get("Config", {}))
     for section, cls in nmt_config.SECTIONS.items():
         out += ["", f"### `{section}`", ""]

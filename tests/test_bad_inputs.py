@@ -369,7 +369,8 @@ def _(env):
     return (["train", "--config", run / "config.yaml", "--resume", "--no-evaluate",
              "--set", f"runs_dir={run.parent}", "--set", f"name={run.name}",
              "--set", "vocab.size=150"],
-            [str(run / "checkpoints" / "last.pt"), "vocabularies of", "resume with the config"])
+            [str(run / "checkpoints" / "last.pt"), "vocab.size was ", "now 150",
+             "resume without changing them"])
 
 
 @case("resume-with-another-model-size")
@@ -378,7 +379,7 @@ def _(env):
     return (["train", "--config", run / "config.yaml", "--resume", "--no-evaluate",
              "--set", f"runs_dir={run.parent}", "--set", f"name={run.name}",
              "--set", "model.hidden_size=48"],
-            [str(run / "checkpoints" / "last.pt"), "does not match the config"])
+            [str(run / "checkpoints" / "last.pt"), "model.hidden_size was ", "now 48"])
 
 
 # translate -----------------------------------------------------------------------------

@@ -166,8 +166,8 @@ def test_2_a_resume_that_changes_the_batches_or_the_shape_names_the_keys(mini, t
     for section, key, value, says in (
             ("train", "batch_tokens", 999, "train.batch_tokens was 800, now 999"),
             ("data", "max_len", 7, "data.max_len was 12, now 7"),
-            ("guided", "symmetrize", "union", "its teacher's links.*symmetrize was 'grow-diag"),
-            ("model", "hidden_size", 24, "other model.hidden_size; resume without changing")):
+            ("guided", "symmetrize", "union", "teacher's links.*guided.symmetrize was 'grow-diag"),
+            ("model", "hidden_size", 24, "model.hidden_size was 64, now 24; resume without")):
         changed = {**raw, section: {**raw[section], key: value}}
         with pytest.raises(NMTError, match=says):
             Trainer(config_from_dict(changed), resume=True, quiet=True).fit()

@@ -13,7 +13,9 @@ from typing import Any
 
 import torch
 
+from nmt.core.config import leaf_fields, migrate
 from nmt.core.errors import NMTError, one_line
+from nmt.core.fields import FREE
 from nmt.core.scratch import replace_file
 
 FORMAT = "nmt-checkpoint-1"
@@ -92,46 +94,67 @@ def check_vocab(payload: dict, vocab: Any, path: Path, hint: str) -> None:
                        f"{hint}")
 
 
-# What a run fixed at its start (docs/architecture.md, "Reliability"): the epoch's batches
-# (a resume that changed one would continue at a saved position in another list of them)
-# and the teacher links it pinned (which a resume reads, whatever the config now says).
-RESUME_KEYS = (("data", "train"), ("data", "max_len"), ("data", "concat"), ("train", "seed"),
-               ("train", "batch_tokens"), ("vocab", "sampling_alpha"), ("guided", "teacher"),
-               ("guided", "teacher_run"), ("guided", "teacher_reverse"),
-               ("guided", "teacher_pairs"), ("guided", "symmetrize"))
+# What a run fixed at its start (docs/architecture.md, "Reliability"; docs/configuration.md,
+# "What a resume refuses"): every key whose field is declared `fixed` (nmt.core.fields), or
+# declares nothing. Its data, vocabulary, model, the epoch's batches (a resume that changed
+# one would continue at a saved position in another list of them), the teacher links it
+# pinned (which a resume reads, whatever the config now says), and what picks its best
+# checkpoint.
+RESUME_KEYS = tuple(key for key, f in leaf_fields() if f.metadata.get("resume") != FREE)
 
 
 def check_resumable(payload: dict, config: dict, path: Path) -> None:
     """`--resume` continues exactly: refuse a config (as a dict) that changed what the run
-    fixed at its start (`RESUME_KEYS`) since `path` was saved, naming each key, old and new."""
-    saved = payload.get("config") or {}
-    changed = [f"{section}.{key} was {saved[section][key]!r}, now {config[section][key]!r}"
-               for section, key in RESUME_KEYS
-               if key in saved.get(section, {}) and saved[section][key] != config[section][key]]
+    fixed at its start (`RESUME_KEYS`) since `path` was saved, naming each key, old and new.
+    A key that the saved config predates had its default (a new option's default is what
+    the code did before it)."""
+    saved = migrate(payload.get("config") or {})
+    if not isinstance(saved, dict) or not saved:
+        return  # a checkpoint without its config: nothing to compare
+    defaults = dict(leaf_fields())
+    changed = []
+    for key in RESUME_KEYS:
+        old, new = _value(saved, key, defaults[key].default), _value(config, key, None)
+        if old != new:
+            changed.append(f"{key} was {old!r}, now {new!r}")
     if changed:
         raise NMTError(f"{path}: resuming continues on what the run fixed at its start (its "
-                       f"batches, its teacher's links), but {'; '.join(changed)}; resume "
-                       "without changing them, or start another run (--set name=...)")
+                       "data, vocabulary, model, batches and teacher's links), but "
+                       f"{'; '.join(changed)}; resume without changing them, or start "
+                       "another run (--set name=...)")
 
 
-def resume_payload(path: Path, vocab: Any, config: dict) -> dict:
-    """The checkpoint `--resume` continues from, checked against today's vocabulary and
-    config (a dict): the sizes, and what decides the batches (`check_resumable`)."""
+def _value(config: dict, key: str, default: Any) -> Any:
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def resume_payload(path: Path, config: dict) -> dict:
+    """The checkpoint `--resume` continues from, checked against today's config (a dict)
+    before the run reads anything (`check_resumable`); the caller checks its vocabulary
+    sizes once the run's vocabulary is read (`check_vocab`)."""
     payload = load_checkpoint(path)
-    check_vocab(payload, vocab, path,
-                "the config's has other sizes; resume with the config the run was started with")
     check_resumable(payload, config, path)
     return payload
 
 
-def shape_error(path: Path, payload: dict, config: dict, exc: Exception) -> NMTError:
-    """Why `payload`'s weights do not load into the model of `config` (a dict): the
-    `model.*` keys that changed since it was saved, else the library's first line."""
-    saved = (payload.get("config") or {}).get("model", {})
-    changed = [f"model.{k}" for k, value in saved.items() if config["model"].get(k) != value]
-    return NMTError(f"{path}: does not match the config ("
-                    + (f"it was trained with other {', '.join(changed)}; resume without "
-                       "changing them" if changed else one_line(exc)) + ")")
+def load_resumed(path: Path, payload: dict, vocab: Any, model: Any, optim: Any) -> None:
+    """A resumed checkpoint's weights and optimiser state into `model` and `optim`, once the
+    run's vocabulary is read: its sizes are checked, then the weights load. A changed
+    `model.*` key was refused before the run read anything (`check_resumable`), so weights
+    that do not fit are a damaged or foreign checkpoint: the library's first line."""
+    check_vocab(payload, vocab, path, "the run's pinned vocabulary has other sizes; resume "
+                "with the config the run was started with")
+    try:
+        model.load_state_dict(payload["model"])
+        optim.load_state_dict(payload["optimizer"])
+    except (RuntimeError, ValueError, KeyError) as exc:
+        raise NMTError(f"{path}: does not match the config ({one_line(exc)}); the checkpoint "
+                       "is damaged or not this run's: start another run (--set name=...)") from None
 
 
 def kept_checkpoints(directory: Path) -> list[Path]:

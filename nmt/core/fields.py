@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import field
+from dataclasses import MISSING, Field, field
 from typing import Any
 
 import yaml
@@ -66,6 +66,34 @@ def one_of(default: str, *others: str) -> Any:
 
 def registered(default: str, registry: str) -> Any:
     return field(default=default, metadata={"registry": registry})
+
+
+# Each field also declares, once, what a change to it does on `--resume`
+# (nmt.core.checkpoint.check_resumable; docs/configuration.md, "What a resume refuses"):
+# `fixed`: it changes what the run reads or how (its corpus and splits, vocabulary and
+# segmentation, model, batches, teacher, the validation that picks its best checkpoint),
+# so the run would no longer continue the one it is, and a resume refuses it; `free`: it
+# changes where the run is, how long it goes on, what it logs or the device's work
+# (budgets, logging, threads, precision, search options), so a resume takes it.
+FIXED, FREE = "fixed", "free"
+
+
+def fixed(spec: Any = MISSING) -> Any:
+    """A field (a default value, or a limit's field: `fixed(positive(100))`) that a
+    resume refuses to change."""
+    return _on_resume(spec, FIXED)
+
+
+def free(spec: Any = MISSING) -> Any:
+    """A field that a resume may change."""
+    return _on_resume(spec, FREE)
+
+
+def _on_resume(spec: Any, kind: str) -> Any:
+    if isinstance(spec, Field):
+        return field(default=spec.default, default_factory=spec.default_factory,
+                     metadata={**spec.metadata, "resume": kind})
+    return field(default=spec, metadata={"resume": kind})
 
 
 class Loader(yaml.SafeLoader):

@@ -17,7 +17,7 @@ import torch
 
 from nmt.align.extract import collect, dump_training_alignments
 from nmt.align.guided import reading_of
-from nmt.core.checkpoint import kept_checkpoints, resume_payload, save_checkpoint, shape_error
+from nmt.core.checkpoint import kept_checkpoints, load_resumed, resume_payload, save_checkpoint
 from nmt.core.config import Config, config_to_dict, save_config
 from nmt.core.errors import Interrupted, NMTError
 from nmt.core.locks import StopRequest, run_lock
@@ -115,12 +115,15 @@ class Trainer:
             return precision.time_steps(step, chosen, precisions, self.device)
 
     def _check_run_dir(self, resume: bool) -> None:
-        run = self.run
-        if resume and not run.checkpoint("last").is_file():
-            raise NMTError(f"{run.checkpoint('last')}: nothing to resume; train without --resume")
-        if not resume and run.checkpoint("last").is_file():
+        """A resume's checkpoint is read and checked (`check_resumable`) before the run
+        reads or writes anything, so a refused resume changes nothing in the run folder."""
+        run, last = self.run, self.run.checkpoint("last")
+        if resume and not last.is_file():
+            raise NMTError(f"{last}: nothing to resume; train without --resume")
+        if not resume and last.is_file():
             raise NMTError(f"{run.path} already holds a trained run; use --resume to continue "
                            "it or pick another name with --set name=...")
+        self.resumed = resume_payload(last, config_to_dict(self.cfg)) if resume else None
 
     def _write_run_files(self, resume: bool) -> None:
         """config.yaml and precision.json, once data, model and checkpoint fit together (by
@@ -133,13 +136,8 @@ class Trainer:
             keep_metrics(self.run, self.progress.step if resume else None)
 
     def _restore(self) -> None:
-        last, config = self.run.checkpoint("last"), config_to_dict(self.cfg)
-        payload = resume_payload(last, self.data.vocab, config)
-        try:
-            self.model.load_state_dict(payload["model"])
-            self.optim.load_state_dict(payload["optimizer"])
-        except (RuntimeError, ValueError, KeyError) as exc:
-            raise shape_error(last, payload, config, exc) from None
+        payload, self.resumed = self.resumed, None  # read and checked by _check_run_dir
+        load_resumed(self.run.checkpoint("last"), payload, self.data.vocab, self.model, self.optim)
         self.schedule.load_state_dict(payload["schedule"])
         self.progress = Progress(**payload["progress"])
         torch.set_rng_state(payload["rng_torch"])
