@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -115,3 +116,65 @@ def test_two_ranks_train_every_one_of_301_pairs_once_an_epoch(tmp_path):
     assert ddp["progress"]["step"] == one["progress"]["step"] == len(batches)
     for key, value in one["model"].items():
         torch.testing.assert_close(ddp["model"][key], value, atol=5e-5, rtol=1e-3)
+
+
+# ------------------------------------------- a rank past a small batch's rows: a stand-in
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_the_rank_equal_to_a_batchs_row_count_trains_a_stand_in_not_a_real_row(world):
+    """Issue 74, item 5: under torchrun, rank r trains rows r, r + world, ... of each batch;
+    a rank at or above the batch's row count (the rank equal to it included) gets a
+    stand-in row of its own batch, counted not real (weight 0), and the real rows of all
+    ranks are the batch, each once."""
+    from nmt.data.batching import Batches
+
+    sizes = list(range(1, world + 2))  # fewer rows than ranks, as many, one more
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    whole = Batches(np.arange(bounds[-1]), bounds, np.arange(len(sizes)))
+    shards = [whole.shard(rank, world) for rank in range(world)]
+    for k, size in enumerate(sizes):
+        rows = list(range(bounds[k], bounds[k + 1]))
+        assert [s.real(k) for s in shards] == [rank < size for rank in range(world)], (k, size)
+        if size < world:
+            assert not shards[size].real(k)  # the rank equal to the row count
+        real = sorted(i for s in shards if s.real(k) for i in s[k])
+        assert real == rows  # every row once, by the ranks below the row count
+        for s in shards:
+            assert len(s[k]) >= 1 and set(s[k]) <= set(rows)  # a stand-in: its own batch's
+
+
+def test_a_stand_in_step_adds_no_tokens_no_loss_and_no_gradient(monkeypatch):
+    """Trainer.train_step with real=False (Batches.real): this rank sends 0 tokens and a 0
+    loss to the all-reduce, so the step is the other ranks' alone."""
+    from nmt.core.config import Config
+    from nmt.data.batching import iterate_batches
+    from nmt.training import trainer as trainer_module
+    from nmt.training.optim import build_optimizer
+    from nmt.training.schedule import Schedule
+    from nmt.training.trainer import Progress, Trainer
+    from tests.conftest import tiny_model
+
+    sent = []
+
+    def all_sums(*values):  # another rank adds 40 real tokens and their loss
+        sent.append(values)
+        return values[0] + 40, values[1] + 80.0
+
+    monkeypatch.setattr(trainer_module.dist, "all_sums", all_sums)
+    monkeypatch.setattr(trainer_module.dist, "world_size", lambda: 2)
+    src, tgt = [[5, 6, 7, 3], [8, 9, 3]], [[2, 5, 6, 3], [2, 7, 3]]
+    for real in (False, True):
+        t = Trainer.__new__(Trainer)
+        t.cfg, t.device, t.precision, t.progress = Config(), torch.device("cpu"), "fp32", Progress()
+        t.model = t.ddp = tiny_model("bahdanau").train()
+        t.optim, t.schedule = build_optimizer(t.model, 1e-2), Schedule(t.cfg.train)
+        before = {k: v.clone() for k, v in t.model.state_dict().items()}
+        batch = next(iterate_batches(src, tgt, [[0, 1]]))
+        loss = t.train_step(batch, real=real)
+        moved = any(not torch.equal(before[k], v) for k, v in t.model.state_dict().items())
+        tokens, total = sent[-1]
+        if real:
+            assert tokens == batch.n_tokens and total > 0 and moved
+        else:
+            assert (tokens, total) == (0, 0.0) and not moved and loss == 80.0 / 40
