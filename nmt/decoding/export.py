@@ -35,6 +35,7 @@ folder aside.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -49,7 +50,7 @@ from nmt.core.engine import EXPORTABLE, QUANTIZE
 from nmt.core.errors import NMTError
 from nmt.core.locks import file_lock
 from nmt.core.rundir import RunDir
-from nmt.core.scratch import scratch, sweep
+from nmt.core.scratch import restore, scratch, swap_in, sweep
 from nmt.core.tokens import BOS, EOS, UNK
 from nmt.models.published import is_published
 from nmt.models.runs import checkpoint_path, load_config, load_run
@@ -191,7 +192,8 @@ def export(run: Path | str, checkpoint: str = "best", quantize: str = "float32",
         spec = transformer_spec(ct2, cfg, vocab, model)
         spec.validate()
         spec.optimize(quantization=quantize)
-        sweep(out.parent, out.name)  # a killed export's scratch folder
+        restore(out)  # the old export a swap killed between its two renames left aside
+        sweep(out.parent, glob.escape(out.name))  # a killed export's scratch folder
         with scratch(out) as tmp:  # removed on any failure, or by the next export if killed
             spec.save(str(tmp))
             files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256(p)}
@@ -252,24 +254,18 @@ def _own_files(out: Path) -> set[str]:
 
 
 def _swap(tmp: Path, out: Path) -> None:
-    """Put the complete export `tmp` at `out`: the old export aside, the new one in place
-    (two renames), then the old one's own files deleted."""
-    if not out.exists():
-        os.rename(tmp, out)
+    """Put the complete export `tmp` at `out` in one step (nmt.core.scratch.swap_in); the
+    old export, now at `tmp`, loses its own files, and is kept aside, named, when
+    something else appeared in it meanwhile (not ours to delete)."""
+    own = _own_files(out) if out.exists() else set()
+    swap_in(tmp, out)
+    if not tmp.exists():
         return
-    own = _own_files(out)
-    aside = _unique(out, "old")
-    os.rename(out, aside)
-    try:
-        os.rename(tmp, out)
-    except BaseException:
-        os.rename(aside, out)
-        raise
     for name in own:
-        (aside / name).unlink(missing_ok=True)
-    try:
-        aside.rmdir()
-    except OSError:  # something appeared in it meanwhile: not ours to delete
+        (tmp / name).unlink(missing_ok=True)
+    if any(tmp.iterdir()):
+        aside = _unique(out, "kept")
+        os.rename(tmp, aside)
         print(f"{out}: the previous export is kept in {aside} (it holds files the export "
               "did not write)", file=sys.stderr)
 

@@ -12,6 +12,7 @@ The folder is written whole or not at all (a scratch folder swapped into place).
 
 from __future__ import annotations
 
+import glob
 import json
 import shutil
 from pathlib import Path
@@ -19,9 +20,10 @@ from pathlib import Path
 from nmt.core.checkpoint import load_checkpoint
 from nmt.core.engine import MAX_STEPS
 from nmt.core.errors import NMTError
+from nmt.core.locks import file_lock
 from nmt.core.machine import cpu_model
 from nmt.core.rundir import RunDir
-from nmt.core.scratch import scratch, swap_in, sweep
+from nmt.core.scratch import restore, scratch, swap_in, sweep
 from nmt.decoding.card import model_card
 from nmt.decoding.export import alignment_of, sha256
 from nmt.models.marian import (
@@ -48,7 +50,17 @@ def publish(run: Path | str, out: Path | str, checkpoint: str = "best",
     cfg, vocab, model, payload = load_run(run, checkpoint)
     if "published" in payload:
         raise NMTError(f"{run}: already a published model; publish the run it came from")
-    sweep(out.parent, out.name)
+    with file_lock(out.parent / f".{out.name}.lock"):  # one publisher of a folder at a time
+        restore(out)  # the old folder a swap killed between its two renames left aside
+        sweep(out.parent, glob.escape(out.name))  # what a killed publish left
+        _write(run, out, checkpoint, (cfg, vocab, model), ctranslate2, license, save_file)
+    return out
+
+
+def _write(run: Path, out: Path, checkpoint: str, loaded: tuple, ctranslate2: bool,
+           license: str, save_file) -> None:
+    """publish's folder, written into a scratch folder and swapped in at `out`."""
+    cfg, vocab, model = loaded
     with scratch(out) as tmp:
         weights, aliases = _weights(model)
         save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt", "nmt": FORMAT})
@@ -75,7 +87,6 @@ def publish(run: Path | str, out: Path | str, checkpoint: str = "best",
                  "aliases": aliases, "files": files}
         (tmp / STAMP).write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf-8")
         swap_in(tmp, out)  # an older publication is left in tmp, removed with it
-    return out
 
 
 def push(folder: Path | str, repo: str, private: bool = False) -> str:
