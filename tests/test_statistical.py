@@ -104,7 +104,7 @@ def test_one_fit_serves_the_same_text_either_way_round(monkeypatch):
 
     calls = []
 
-    def fake(src, tgt, threads=None):  # every word to the same position, then one more
+    def fake(src, tgt, threads=None, work=None):  # every word to one position, then one more
         calls.append(len(src))
         fwd = [{(k, k) for k in range(min(len(s), len(t)))} for s, t in zip(src, tgt)]
         rev = [f | {(0, len(t) - 1)} for f, t in zip(fwd, tgt)]

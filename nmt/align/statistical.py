@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from nmt.align.metrics import alignment_summary
 from nmt.align.records import AlignmentRecord
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
+from nmt.core.scratch import scratch, sweep
 from nmt.data.links import Link, parse_pharaoh
 from nmt.data.pin import corpus_of, gold_of, scoring_split
 from nmt.data.symmetrize import DEFAULT_HEURISTIC, symmetrize
@@ -40,6 +40,7 @@ INSTALL_HINT = ("the statistical aligner needs eflomal, an optional extra: "
 METHOD = "eflomal"
 ITERATIONS = 1.0  # eflomal's iterations relative to its default (5000 / sqrt(pairs) per model)
 SAMPLERS = 3  # independent Gibbs samplers, averaged (eflomal's default)
+WORK = Path("data") / ".cache"  # eflomal's work folder's place when a caller names none
 
 _PUNCT = re.compile(r"""([.,!?;:()"«»\[\]{}…/]|(?<=\w)-(?=\w)|--)""")
 _FR_ELISION = re.compile(r"\b(l|d|j|n|c|s|m|t|qu|\w+qu)['’]", re.IGNORECASE)
@@ -72,15 +73,15 @@ def gold_style_tokens(text: str, lang: str) -> list[str]:
     return tokens
 
 
-def _write(path: Path, sentences: Sequence[Sequence[str]]) -> None:
-    path.write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
-
-
 def eflomal_links(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]],
-                  threads: int | None = None) -> tuple[list[set[Link]], list[set[Link]]]:
+                  threads: int | None = None, work: Path | None = None
+                  ) -> tuple[list[set[Link]], list[set[Link]]]:
     """Forward and reverse links (source i, target j) of every pair; eflomal trains on all of
     them (IBM-1/HMM/fertility, `ITERATIONS`, `SAMPLERS` samplers on `threads` OpenMP
-    threads; None: as OMP_NUM_THREADS says)."""
+    threads; None: as OMP_NUM_THREADS says). Its files (the text, the links) live in a
+    scratch folder `work/.eflomal.tmp-*` (a run's folder or a data root's cache; None:
+    `WORK`): removed when done, and by the next eflomal of `work` when this one was
+    killed (nmt.core.scratch)."""
     eflomal = require_eflomal()
     if len(src) != len(tgt):
         raise ValueError(f"{len(src)} source but {len(tgt)} target sentences")
@@ -92,10 +93,12 @@ def eflomal_links(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]],
     if threads is not None:
         os.environ["OMP_NUM_THREADS"] = str(threads)  # the eflomal binary is OpenMP
     try:
-        with tempfile.TemporaryDirectory(prefix="nmt-eflomal-") as tmp:
-            d = Path(tmp)
-            _write(d / "src.txt", src)
-            _write(d / "tgt.txt", tgt)
+        work = Path(work if work is not None else WORK)
+        sweep(work, "eflomal")  # what a killed eflomal of this place left
+        with scratch(work / "eflomal") as d:
+            for name, sentences in (("src.txt", src), ("tgt.txt", tgt)):
+                (d / name).write_text("".join(" ".join(s) + "\n" for s in sentences),
+                                      encoding="utf-8")
             with open(d / "src.txt", encoding="utf-8") as fs, \
                     open(d / "tgt.txt", encoding="utf-8") as ft:
                 aligner = eflomal.Aligner(n_samplers=SAMPLERS, rel_iterations=ITERATIONS)
@@ -115,12 +118,14 @@ def eflomal_links(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]],
 
 def statistical_links(sources: Sequence[str], targets: Sequence[str],
                       train: tuple[Sequence[str], Sequence[str]],
-                      langs: tuple[str, str] | None = None, threads: int | None = None
+                      langs: tuple[str, str] | None = None, threads: int | None = None,
+                      work: Path | None = None
                       ) -> tuple[list[set[Link]], list[set[Link]], dict]:
     """eflomal's forward and reverse links of (sources, targets) (split on whitespace),
     trained on the `train` pairs plus them; `langs` = (source, target) language tokenises
     the training pairs with `gold_style_tokens`, None splits them on whitespace too.
-    The dict says how: training pairs used, tokenisation, seconds."""
+    `work`: where eflomal works (`eflomal_links`). The dict says how: training pairs used,
+    tokenisation, seconds."""
     if not targets:
         raise NMTError("the statistical aligner needs a target for every sentence "
                        "(forced mode on given pairs)")
@@ -146,7 +151,7 @@ def statistical_links(sources: Sequence[str], targets: Sequence[str],
         fwd, rev = [_flip(x) for x in ahead], [_flip(x) for x in back]
     else:
         start = time.perf_counter()
-        fwd, rev = eflomal_links(src, tgt, threads)
+        fwd, rev = eflomal_links(src, tgt, threads, work)
         seconds = time.perf_counter() - start
         fwd, rev = fwd[len(keep):], rev[len(keep):]
         _FITS.clear()  # one fit kept, and only the given pairs' links
@@ -198,7 +203,9 @@ def statistical_rows(cfg: Config, sources: Sequence[str], targets: Sequence[str]
     require_eflomal()
     train = corpus_of(cfg).load(cfg.data.train)
     langs = None if from_corpus else (cfg.src_lang, cfg.tgt_lang)
-    fwd, rev, info = statistical_links(sources, targets, train, langs, threads)
+    run = Path(cfg.run_dir)  # eflomal works in the run's folder, else the data root's cache
+    work = run if run.is_dir() else Path(cfg.data.root) / ".cache"
+    fwd, rev, info = statistical_links(sources, targets, train, langs, threads, work)
     rows = []
     for heuristic in heuristics:
         name = METHOD if len(heuristics) == 1 else f"{METHOD}.{heuristic}"
