@@ -13,6 +13,8 @@ import numpy as np
 from nmt.align.metrics import attention_entropy
 from nmt.align.records import AlignmentRecord
 from nmt.core.errors import NMTError
+from nmt.core.rundir import replace_text
+from nmt.core.scratch import replace_file
 from nmt.data.links import GoldAlignment, check_links_in_range, format_pharaoh, read_gold
 
 
@@ -29,7 +31,7 @@ def load_gold(path: Path, records: Sequence[AlignmentRecord], one_based: bool = 
 
 def write_links(path: Path, records: Sequence[AlignmentRecord]) -> None:
     """One Pharaoh line of word links per record."""
-    path.write_text("".join(format_pharaoh(r.links) + "\n" for r in records), encoding="utf-8")
+    replace_text(path, "".join(format_pharaoh(r.links) + "\n" for r in records))
 
 
 _FORMAT = "nmt-alignments-v1"
@@ -63,12 +65,11 @@ def save_alignments(path_npz: Path, records: Sequence[AlignmentRecord]) -> None:
         })
     arrays["records"] = np.array(texts, dtype=np.str_)
     path_npz.parent.mkdir(parents=True, exist_ok=True)
-    with open(path_npz, "wb") as fh:  # a file handle stops numpy from renaming the path
-        np.savez_compressed(fh, **arrays)
+    # a file handle stops numpy from renaming the path
+    replace_file(path_npz, lambda handle: np.savez_compressed(handle, **arrays))
     index_doc = {"format": _FORMAT, "arrays": path_npz.name, "records": index}
-    path_npz.with_suffix(".json").write_text(
-        json.dumps(index_doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
-    )
+    replace_text(path_npz.with_suffix(".json"),
+                 json.dumps(index_doc, ensure_ascii=False, indent=1) + "\n")
 
 
 def load_alignments(path_npz: Path) -> list[AlignmentRecord]:

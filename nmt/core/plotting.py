@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from nmt.core.errors import NMTError
+from nmt.core.scratch import replace_file
 
 CMAP = "viridis"
 NO_ATTENTION = "no attention\n(fixed context)"
@@ -42,7 +43,8 @@ def _save(fig: Any, path: Path) -> Path:
     import matplotlib  # start-up: matplotlib only when a figure is drawn
 
     with matplotlib.rc_context(_STYLE):
-        fig.savefig(path, dpi=130)
+        replace_file(path, lambda handle: fig.savefig(handle, dpi=130,
+                                                      format=Path(path).suffix[1:]))
     return path
 
 
@@ -232,8 +234,9 @@ def save_gif(png_paths: Sequence[Path], path: Path, duration_ms: int = 600) -> P
         canvases.append(canvas)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    canvases[0].save(path, format="GIF", save_all=True, append_images=canvases[1:],
-                     duration=duration_ms, loop=0)
+    replace_file(path, lambda handle: canvases[0].save(
+        handle, format="GIF", save_all=True, append_images=canvases[1:], duration=duration_ms,
+        loop=0))
     return path
 
 

@@ -11,7 +11,7 @@ import sacrebleu
 
 from nmt.align.extract import dump_split_alignments
 from nmt.core.progress import counting
-from nmt.core.rundir import RunDir
+from nmt.core.rundir import RunDir, replace_text
 from nmt.data.folder import sha256_file
 from nmt.data.pin import scoring_split
 from nmt.decoding.api import load
@@ -86,7 +86,7 @@ def evaluate_model(model, split: str, beam: int | None = None, limit: int = 0,
     entry["checkpoint"] = model.checkpoint
     entry["checkpoint_sha256"] = sha256_file(checkpoint_path(model.path, model.checkpoint))
     run.hyps.mkdir(parents=True, exist_ok=True)
-    (run.hyps / f"{split}.txt").write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+    replace_text(run.hyps / f"{split}.txt", "".join(h + "\n" for h in hyps))
     if align and module.has_attention:
         with counting(len(src_ids), f"aligning {split}"):
             entry["alignment"] = dump_split_alignments(

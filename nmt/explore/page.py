@@ -9,6 +9,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from nmt.core.errors import NMTError
+from nmt.core.rundir import replace_text
 from nmt.explore.payload import build_payload
 from nmt.explore.sources import find_sources
 
@@ -77,7 +78,7 @@ def build_explorer(runs: list[Path], out: Path, split: str | None = None,
     payload = build_payload(sources, title)
     text = render_page(payload)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    replace_text(out, text)
     return Explorer(path=out, bytes=out.stat().st_size, sentences=len(payload["sentences"]),
                     panels=[p["title"] for p in payload["panels"]],
                     gold=sources.gold_path if sources.gold else None, notes=sources.notes)

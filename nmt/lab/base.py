@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nmt.core.scratch import replace_file
+
 Cell = float | int | str
 _STYLE = {"font.family": "DejaVu Sans", "svg.fonttype": "path", "axes.titlesize": 10,
           "axes.labelsize": 9, "legend.fontsize": 8, "xtick.labelsize": 8, "ytick.labelsize": 8}
@@ -88,5 +90,6 @@ def draw(plot: Callable[[], Any], out_dir: Path, stem: str, fmt: str) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{stem}.{fmt}"
     with matplotlib.rc_context(_STYLE):
-        plot().savefig(path, dpi=130)
+        figure = plot()
+        replace_file(path, lambda handle: figure.savefig(handle, dpi=130, format=fmt))
     return path

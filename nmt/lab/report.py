@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nmt.core.document import Block, render_html, render_markdown
+from nmt.core.rundir import replace_text
 from nmt.lab.base import Result, fmt_cell
 
 TITLE = "nmt lab: the attention essays' claims, run and checked"
@@ -48,6 +49,6 @@ def write_report(results: list[Result], out: Path, seconds: dict[str, float],
     """Write out/report.md and out/report.html; return the Markdown path."""
     sections = _sections(results, seconds, experiments)
     md = out / "report.md"
-    md.write_text(render_markdown(blocks(sections)), encoding="utf-8")
-    (out / "report.html").write_text(render_html(blocks(sections), TITLE), encoding="utf-8")
+    replace_text(md, render_markdown(blocks(sections)))
+    replace_text(out / "report.html", render_html(blocks(sections), TITLE))
     return md

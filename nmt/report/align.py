@@ -26,6 +26,7 @@ from nmt.align.words import links_from_matrix, record_matrix
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
 from nmt.core.progress import counting
+from nmt.core.rundir import replace_text
 from nmt.data.corpora import read_pairs
 from nmt.data.pin import gold_of, scoring_split
 from nmt.data.symmetrize import (
@@ -356,7 +357,7 @@ def align_runs(opts: AlignOptions) -> dict:
     gold = opts.gold or (corpus_gold_path if opts.mode == "forced" else None)
     opts.out.mkdir(parents=True, exist_ok=True)
     if scored is not None:  # which pairs were aligned: the split's digest (docs/data.md)
-        (opts.out / "data.json").write_text(json.dumps(scored, indent=2) + "\n")
+        replace_text(opts.out / "data.json", json.dumps(scored, indent=2) + "\n")
     rows = Rows(opts, gold)
     names = run_names(list(opts.runs) + list(opts.reverse))
     pooled: tuple[dict, dict] = ({m: [] for m in opts.methods}, {m: [] for m in opts.methods})
@@ -381,5 +382,5 @@ def align_runs(opts: AlignOptions) -> dict:
                        "use --method saliency to align them through attribution")
     picks = list(range(min(opts.plot, len(sources))))
     plot_sentences(opts.out, rows.names, rows.records, picks, opts.fmt)
-    (opts.out / "summary.json").write_text(json.dumps(rows.summary, indent=2) + "\n")
+    replace_text(opts.out / "summary.json", json.dumps(rows.summary, indent=2) + "\n")
     return rows.summary

@@ -23,7 +23,7 @@ from nmt.core.config import Config, config_to_dict
 from nmt.core.document import Block, render_html, render_markdown
 from nmt.core.errors import NMTError
 from nmt.core.plotting import plot_grid, plot_lines
-from nmt.core.rundir import RunDir
+from nmt.core.rundir import RunDir, replace_text
 from nmt.data.links import GoldAlignment, read_gold
 from nmt.data.pin import gold_of
 from nmt.models import MODELS
@@ -394,7 +394,6 @@ def compare_runs(run_paths: list[Path], out: Path, split: str | None = None,
     if notes:
         blocks.append(("list", notes))
     md_path = out / "report.md"
-    md_path.write_text(render_markdown(blocks), encoding="utf-8")
-    (out / "report.html").write_text(render_html(blocks, f"nmt compare: {split}"),
-                                     encoding="utf-8")
+    replace_text(md_path, render_markdown(blocks))
+    replace_text(out / "report.html", render_html(blocks, f"nmt compare: {split}"))
     return md_path
