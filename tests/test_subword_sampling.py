@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import nmt.data.pin as pin_module
 import nmt.data.store as store_module
 import nmt.training.batches as batches_module
 from nmt.core.config import config_to_dict
@@ -82,7 +83,7 @@ def test_an_epochs_draw_is_kept_in_the_run_and_read_again_on_resume(data_root, t
     def fail(*args):
         raise AssertionError("drawn again instead of reading the epoch's store")
 
-    monkeypatch.setattr(batches_module, "sampled_chunks", fail)
+    monkeypatch.setattr(pin_module, "sampled_chunks", fail)
     raw = config_to_dict(cfg)
     raw["train"]["max_steps"] = 4
     resumed = Trainer(config_from_dict(raw), resume=True, quiet=True)

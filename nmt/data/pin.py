@@ -28,11 +28,22 @@ import numpy as np
 
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
+from nmt.core.locks import file_lock
 from nmt.core.rundir import RunDir
 from nmt.core.scratch import link_or_copy, remove, scratch, swap_in, sweep
-from nmt.data.corpora import LiveCorpus, normalise, read_parallel
+from nmt.data.corpora import LiveCorpus, head_lines, read_parallel
 from nmt.data.folder import lock, sha256_file
-from nmt.data.store import SOURCE, Ragged, encode_files, open_store, scan, split_digest
+from nmt.data.snapshot import has_split, link_splits, manifest_shas, pair_hashes
+from nmt.data.store import (
+    SOURCE,
+    Ragged,
+    encode_files,
+    open_store,
+    sampled_chunks,
+    split_digest,
+    token_dtype,
+    write_store,
+)
 from nmt.data.subwords import Vocab, train_vocab
 
 FORMAT = "nmt-pin-1"
@@ -134,6 +145,54 @@ class Pin:
                            "start a new run")
         return sides
 
+    def refs(self, split: str, count: int) -> list[str]:
+        """The first `count` target lines of `split` (validation's references)."""
+        return head_lines(self.paths(split)[1], count)
+
+    def sampled(self, folder: Path, seed: int, keep: np.ndarray, vocab: Vocab, alpha: float,
+                nbest: int, label: str) -> tuple[Ragged, Ragged]:
+        """The pinned training pairs at `keep`, segmented by sampling with `seed` (subword
+        regularisation), kept in `folder` (the run's `sampled/`) under a key of the pinned
+        text's digest, the vocabulary and the options: never a folder's name, so a copied
+        or moved run reads the draw its original made. Checked, like every store, against
+        the digests of the text it was drawn from."""
+        train = self.record["train"] if "train" in self.record else next(iter(self.splits))
+        text = self.sha256(train)
+        key = hashlib.sha256(json.dumps([*text, self.record.get("vocab"), len(keep), alpha,
+                                         nbest, hashlib.sha256(keep.tobytes()).hexdigest()]
+                                        ).encode()).hexdigest()[:12]
+        store = folder / f"seed{seed}.{key}"
+        folder.mkdir(parents=True, exist_ok=True)
+        with file_lock(folder / ".lock"):
+            sides, _ = open_store(store, len(keep), vocab, text)
+            if sides is None:
+                paths, read = self.paths(train), []
+                dtypes = (token_dtype(vocab.src_size), token_dtype(vocab.tgt_size))
+                chunks = sampled_chunks(paths, vocab, keep, alpha, nbest, seed, read)
+                write_store(store, chunks, len(keep), dtypes, label,
+                            lambda: self._as_pinned(read, paths, text))
+                sides, problem = open_store(store, len(keep), vocab, text)
+                if sides is None:
+                    raise NMTError(f"{store}: {problem} right after writing it; check the disk")
+        return sides
+
+    def _as_pinned(self, read: list, paths: tuple, pinned: tuple) -> tuple:
+        """The digests of the text a pass read, which must be the pinned text's."""
+        digests = tuple(lines.finish() for lines in read)
+        if digests != tuple(pinned):
+            raise NMTError(f"{paths[0]}: the run's pinned text is not what it pinned (sha256 "
+                           f"{digests[0][:12]}, pinned {pinned[0][:12]}); start a new run")
+        return digests
+
+    def keep_links(self, folder: Path, splits: tuple[str, ...]) -> None:
+        """Pin the teacher's links of `splits` from the cache `folder` (guided training)."""
+        out = self.folder / "links"
+        with scratch(out) as tmp:
+            for split in splits:
+                link_or_copy(folder / f"{split}.links", tmp / f"{split}.links")
+            with lock(out):
+                swap_in(tmp, out)
+
     def check_vocab(self) -> None:
         """The run's spm/ holds the vocabulary it pinned (a replaced model would pair the
         checkpoints with other pieces)."""
@@ -150,7 +209,7 @@ class Pin:
             paths = live.paths(split)
         except NMTError:
             return None
-        manifest = _manifest_shas(live.folder, split, self.langs)
+        manifest = manifest_shas(live.folder, split, self.langs)
         now = manifest or tuple(sha256_file(p) for p in paths)
         digest = split_digest(*now)
         return None if digest == self.digest(split) else (self.digest(split), digest)
@@ -172,21 +231,6 @@ class Pin:
                 np.save(handle, hashes)
             tmp.rename(path)
         return hashes
-
-
-def pair_hashes(sources: list[str], targets: list[str]) -> np.ndarray:
-    """Each pair's 8-byte hash of its normalised text (the import's test for a repeat)."""
-    return np.frombuffer(b"".join(
-        hashlib.blake2b(f"{normalise(s)}\t{normalise(t)}".encode(), digest_size=8).digest()
-        for s, t in zip(sources, targets)), dtype="<u8")
-
-
-def _manifest_shas(folder: Path, split: str, langs: tuple) -> tuple[str, str] | None:
-    try:
-        entry = json.loads((folder / "manifest.json").read_text())["splits"][split]["sha256"]
-        return entry[langs[0]], entry[langs[1]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def corpus_of(cfg: Config, run_path: Path | str | None = None) -> Pin | LiveCorpus:
@@ -215,11 +259,11 @@ def pin_corpus(cfg: Config, resume: bool, say=print) -> Pin:
         raise NMTError(f"{run.spm}: the run's vocabulary is missing; it cannot be resumed: "
                        "start a new run")
     splits = [cfg.data.train, cfg.data.valid]
-    if cfg.data.test not in splits and _has(live, cfg.data.test):
+    if cfg.data.test not in splits and has_split(live, cfg.data.test):
         splits.append(cfg.data.test)  # a corpus without the config's test split is allowed
     sweep(run.path, "corpus")  # a killed start's
     with scratch(run.path / "corpus") as tmp:
-        shas = _link_splits(live, splits, tmp)
+        shas = link_splits(live, splits, tmp)
         train = tuple(tmp / f"{cfg.data.train}.{lang}" for lang in live.langs)
         if resume:  # older than pins: its own vocabulary, whatever the corpus holds now
             vocab_dir = run.spm
@@ -240,6 +284,7 @@ def pin_corpus(cfg: Config, resume: bool, say=print) -> Pin:
                 link_or_copy(side.folder / name, tmp / "store" / split / name)
             stores[split] = side.folder.name
         record = {"format": FORMAT, "corpus": cfg.data.corpus, "pair": cfg.data.pair,
+                  "train": cfg.data.train,
                   "langs": list(live.langs), "from": str(live.folder),
                   "cache": str(live.cache), "pinned": time.strftime("%F %T"),
                   "splits": shas, "stores": stores,
@@ -274,40 +319,6 @@ def _vocab_options(cfg: Config) -> dict:
     """The options that make the vocabulary (sampling is training's, not the model's)."""
     return {k: v for k, v in asdict(cfg.vocab).items()
             if k not in ("sampling_alpha", "sampling_nbest")}
-
-
-def _has(live: LiveCorpus, split: str) -> bool:
-    try:
-        live.paths(split)
-    except NMTError:
-        return False
-    return True
-
-
-def _link_splits(live: LiveCorpus, splits: list[str], into: Path) -> dict:
-    """Hard links to the splits' files (and gold, and the manifest) under the corpus's
-    lock, so no import exchanges the folder half-way; then each linked file is hashed:
-    the digests are of the bytes pinned, whatever happens to the corpus next."""
-    paths = {split: live.paths(split) for split in splits}
-    folder = live.folder
-    with lock(folder):
-        for split, pair in paths.items():
-            for lang, path in zip(live.langs, pair):
-                link_or_copy(path, into / f"{split}.{lang}")
-            if (gold := folder / f"{split}.gold").is_file():
-                link_or_copy(gold, into / gold.name)
-        if (folder / "manifest.json").is_file():
-            link_or_copy(folder / "manifest.json", into / "manifest.json")
-    shas = {}
-    for split in splits:
-        (src_sha, n), (tgt_sha, m) = (scan(into / f"{split}.{lang}") for lang in live.langs)
-        if n != m:
-            raise NMTError(f"{paths[split][0]} has {n} lines but {paths[split][1]} has {m}; "
-                           "parallel files must have one line per sentence pair")
-        if not n:
-            raise NMTError(f"{paths[split][0]}: the corpus is empty")
-        shas[split] = {"lines": n, "sha256": dict(zip(live.langs, (src_sha, tgt_sha)))}
-    return shas
 
 
 def scoring_split(cfg: Config, run_path: Path | str, split: str, say=None
@@ -351,7 +362,7 @@ def _adopt(pin: Pin, live: LiveCorpus, split: str) -> None:
     target = pin.folder / SCORED / split
     sweep(target.parent, split)  # a killed adoption's
     with scratch(target) as tmp:
-        shas = _link_splits(live, [split], tmp)[split]
+        shas = link_splits(live, [split], tmp)[split]
         shas["from"] = str(live.folder)
         try:
             if pin._entry(split)[1]["sha256"] == shas["sha256"]:

@@ -4,8 +4,6 @@ and guided alignment add to them."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import shutil
 import sys
 from collections.abc import Sequence
@@ -17,12 +15,8 @@ import numpy as np
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
 from nmt.core.locks import file_lock
-from nmt.core.scratch import link_or_copy, scratch, swap_in
 from nmt.data.batching import filter_long, join_pairs
-from nmt.data.corpora import head_lines
-from nmt.data.folder import lock
 from nmt.data.pin import Pin, pin_corpus
-from nmt.data.store import open_store, sampled_chunks, token_dtype, write_store
 from nmt.data.subwords import Vocab
 from nmt.training import distributed as dist
 from nmt.training.guided import guide_targets, teacher_links, write_teacher_links
@@ -74,7 +68,7 @@ def load_data(cfg: Config, resume: bool = False, quiet: bool = False) -> Data:
                        f"(of {len(src):,}); raise data.max_len")
     v_src, v_tgt = pin.store(cfg.data.valid, vocab)
     n = min(cfg.train.valid_sentences or len(v_src), len(v_src))
-    refs = head_lines(pin.paths(cfg.data.valid)[1], n)  # the first n, not the whole split
+    refs = pin.refs(cfg.data.valid, n)  # the first n, not the whole split
     pairs, kept = len(src), len(keep)
     sample_keep = keep if cfg.vocab.sampling_alpha else None  # filtered on the best one
     if cfg.data.concat > 1:
@@ -96,13 +90,7 @@ def _pin_links(cfg: Config, pin: Pin) -> None:
     (computed once into the cache, under its lock), pinned beside it."""
     if cfg.guided.teacher == "gold" or pin.links(cfg.data.train) is not None:
         return
-    folder = write_teacher_links(cfg, corpus=pin)
-    out = pin.folder / "links"
-    with scratch(out) as tmp:
-        for split in (cfg.data.train, cfg.data.valid):
-            link_or_copy(folder / f"{split}.links", tmp / f"{split}.links")
-        with lock(out):
-            swap_in(tmp, out)
+    pin.keep_links(write_teacher_links(cfg, corpus=pin), (cfg.data.train, cfg.data.valid))
 
 
 def _add_guides(cfg: Config, d: Data) -> None:
@@ -129,38 +117,12 @@ def sampled_examples(cfg: Config, d: Data, epoch: int, folder: Path) -> tuple:
     (`prune_sampled`, called when last.pt is saved). Ranks take turns under a lock: the
     first writes, the others read what it wrote."""
     v = cfg.vocab
-    seed = cfg.train.seed + epoch
-    text = d.corpus.sha256(cfg.data.train)  # what is sampled: the pinned text, by content
-    key = hashlib.sha256(json.dumps([*text, d.corpus.record.get("vocab"), cfg.data.max_len,
-                                     v.sampling_alpha, v.sampling_nbest]).encode()
-                         ).hexdigest()[:12]
-    store = folder / f"seed{seed}.{key}"
-    folder.mkdir(parents=True, exist_ok=True)
-    with file_lock(folder / ".lock"):
-        sides, _ = open_store(store, len(d.sample_keep), d.vocab, text)
-        if sides is None:
-            paths, read = d.corpus.paths(cfg.data.train), []
-            dtypes = (token_dtype(d.vocab.src_size), token_dtype(d.vocab.tgt_size))
-            chunks = sampled_chunks(paths, d.vocab, d.sample_keep, v.sampling_alpha,
-                                    v.sampling_nbest, seed, read)
-            write_store(store, chunks, len(d.sample_keep), dtypes, f"sampling epoch {epoch}",
-                        lambda: _as_pinned(read, paths, text))
-            sides, problem = open_store(store, len(d.sample_keep), d.vocab, text)
-            if sides is None:
-                raise NMTError(f"{store}: {problem} right after writing it; check the disk")
+    sides = d.corpus.sampled(folder, cfg.train.seed + epoch, d.sample_keep, d.vocab,
+                             v.sampling_alpha, v.sampling_nbest, f"sampling epoch {epoch}")
     src, tgt = sides
     if cfg.data.concat > 1:
         return join_pairs(src, tgt, range(len(src)), cfg.data.concat, cfg.train.seed)
     return src, tgt
-
-
-def _as_pinned(read: list, paths: tuple, pinned: tuple) -> tuple:
-    """The digests of the text a sampling pass read, which must be the pinned text's."""
-    digests = tuple(lines.finish() for lines in read)
-    if digests != tuple(pinned):
-        raise NMTError(f"{paths[0]}: the run's pinned text is not what it pinned (sha256 "
-                       f"{digests[0][:12]}, pinned {pinned[0][:12]}); start a new run")
-    return digests
 
 
 def prune_sampled(cfg: Config, folder: Path, epoch: int) -> None:
