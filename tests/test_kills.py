@@ -1,18 +1,26 @@
-"""The kill harness (issue 60, item 6): `nmt data import`, `nmt data prepare` with encoding
-workers and `nmt train` with subword sampling are killed by SIGKILL and SIGTERM at points
-spread over an uninterrupted run's duration; after each kill the next command must run
-cleanly, the corpus at its path must be whole (its files' checksums those of its
-manifest), no scratch folder may outlive the next writer, no process of the killed
-command may be alive, and a resumed training must continue on its pinned data.
+"""The kill harness (issue 60, item 6; issue 74, item 4): every writer of nmt is killed by
+SIGTERM, SIGINT, SIGHUP and SIGKILL at random instants (seeded) of an uninterrupted run's
+duration, then the next command of that kind runs. Afterwards no scratch file or folder may
+be left that the next command did not sweep (`.NAME.tmp-*`, `.NAME.old-*`, an older nmt's
+`NAME.tmpPID`), every reader must see a whole old or a whole new state (a corpus whose
+files match its manifest, an export or a published folder whose files match its stamp, a
+checkpoint that loads, teacher links of every pair), no process of the killed command may
+be alive, and a resumed training must continue on its pinned data.
 
-`make test` kills each verb once per signal (NMT_KILLS=1); `make kill` runs the full
-profile (NMT_KILLS=30) and prints the counts (docs/data.md, "Safe to kill")."""
+The writers: `nmt data import`, `nmt data prepare` (encoding workers), `nmt train` (subword
+sampling, checkpoint saves), `nmt data synth --force` (and its reverse pair), `nmt export`,
+`nmt publish` and eflomal's work folder (`nmt data links`). `make test` runs none of it
+(NMT_KILLS unset: the 28 cells take minutes); `make kills` (alias `make kill`) kills each
+writer NMT_KILLS=30 times per signal and prints the table writer x signal x kills x
+leftovers (docs/data.md, "Safe to kill")."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,9 +35,11 @@ from nmt.core.config import config_to_dict
 from tests.test_run_owns_data import PREPARE, _config, _import, _raw, proc_stats
 
 REPO = Path(__file__).resolve().parent.parent
-KILLS = int(os.environ.get("NMT_KILLS", "1"))
+KILLS = int(os.environ.get("NMT_KILLS", "0"))
 COUNTS: Counter = Counter()
-pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL]
+pytestmark = [pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc"),
+              pytest.mark.skipif(KILLS < 1, reason="the kill harness runs as `make kills`")]
 
 
 def _group_alive(pgid: int) -> list[int]:
@@ -61,21 +71,25 @@ def _whole(folder: Path) -> bool:
 
 
 def _scratch(*roots: Path) -> list[Path]:
-    return [p for root in roots if root.is_dir() for p in root.rglob(".*.tmp-*")]
+    """What killed writers left under `roots`: scratch paths and their owner files, folders
+    a swap left aside, and an older nmt's pid-named temporary files."""
+    return [p for root in roots if root.is_dir() for pattern in (".*.tmp-*", ".*.old-*",
+                                                                  "*.tmp[0-9]*")
+            for p in root.rglob(pattern)]
 
 
-def _kill(args: list[str], cwd: Path, after: float, signum: int) -> None:
+def _kill(args: list[str], cwd: Path, after: float, signum: int, writer: str) -> None:
     proc = _start(args, cwd)
     time.sleep(after)
     if proc.poll() is None:
         proc.send_signal(signum)
-        COUNTS["kills", args[0] if args[0] != "data" else args[1], signum.name] += 1
+        COUNTS["kills", writer, signum.name] += 1
     proc.communicate(timeout=120)
     deadline = time.monotonic() + 10
     while _group_alive(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     left = _group_alive(proc.pid)
-    COUNTS["orphans", args[0] if args[0] != "data" else args[1], signum.name] += len(left)
+    COUNTS["orphans", writer, signum.name] += len(left)
     for pid in left:  # leave nothing behind for the next case, then fail
         os.kill(pid, signal.SIGKILL)
     assert not left, f"processes of the killed {args[:2]} alive: {left}"
@@ -87,11 +101,17 @@ def _timed(args: list[str], cwd: Path) -> float:
     return time.monotonic() - tick
 
 
-def _offsets(duration: float) -> list[float]:
-    return [duration * (k + 0.5) / KILLS for k in range(KILLS)]
+def _instants(duration: float, writer: str, signum: signal.Signals) -> list[float]:
+    """KILLS random instants of a run of `duration` seconds, seeded by writer and signal."""
+    rng = random.Random(f"{writer}:{signum.name}")
+    return [rng.uniform(0.05, duration) for _ in range(KILLS)]
 
 
-SIGNALS = [signal.SIGKILL, signal.SIGTERM]
+def _swept(writer: str, signum: signal.Signals, *roots: Path) -> None:
+    """After the next command of the writer's kind: nothing killed writers left."""
+    left = _scratch(*roots)
+    COUNTS["leftovers", writer, signum.name] += len(left)
+    assert not left, left
 
 
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
@@ -103,15 +123,12 @@ def test_killed_imports_leave_a_whole_corpus_and_nothing_else(signum, tmp_path):
     (raw / "a.en").write_text("".join(x.replace("satz", "sentence") + "\n" for x in lines))
     args = ["data", "import", "big", "--pair", "de-en", "--files", str(raw / "a.de"),
             str(raw / "a.en"), "--valid-size", "100"]
-    duration = _timed(args, tmp_path)
     folder = tmp_path / "data" / "big" / "de-en"
-    for after in _offsets(duration):
-        _kill(args, tmp_path, after, signum)
+    for after in _instants(_timed(args, tmp_path), "import", signum):
+        _kill(args, tmp_path, after, signum, "import")
         assert _whole(folder), "the corpus at its path is not whole"
-        COUNTS["whole", "import", signum.name] += 1
         _finish(args, tmp_path)  # the next writer sweeps
-        assert not _scratch(tmp_path / "data"), _scratch(tmp_path / "data")
-        COUNTS["clean", "import", signum.name] += 1
+        _swept("import", signum, tmp_path / "data")
 
 
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
@@ -121,51 +138,143 @@ def test_killed_prepares_leave_no_worker_and_no_half_store(signum, data_root, tm
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump(config_to_dict(_config(root, tmp_path / "runs", "p"))))
     args = ["data", "prepare", "-c", str(config)]
-    duration = _timed(args, tmp_path)
-    for after in _offsets(duration):
+    for after in _instants(_timed(args, tmp_path), "prepare", signum):
         for cache in (root / ".cache").glob("spm/*"):  # encode (and train) again each time
             if cache.is_dir():
-                import shutil
-
                 shutil.rmtree(cache)
-        _kill(args, tmp_path, after, signum)
+        _kill(args, tmp_path, after, signum, "prepare")
         assert _whole(root / "mini" / "src-tgt")
-        COUNTS["whole", "prepare", signum.name] += 1
         _finish(args, tmp_path)
-        assert not _scratch(root), _scratch(root)
-        COUNTS["clean", "prepare", signum.name] += 1
+        _swept("prepare", signum, root)
+
+
+def _loads(checkpoints: Path) -> None:
+    """Every checkpoint a reader may open is whole."""
+    from nmt.core.checkpoint import load_checkpoint
+
+    for path in checkpoints.glob("*.pt"):
+        load_checkpoint(path)
 
 
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
 def test_killed_trainings_resume_on_their_pinned_data(signum, data_root, tmp_path):
+    """nmt train: subword sampling and the checkpoint saves (best, last, step<N>)."""
     root = tmp_path / "data"
     _import(root, _raw(data_root, tmp_path / "raw", 0))
     raw = config_to_dict(_config(root, tmp_path / "runs", "t", sampling_alpha=0.1))
-    raw["train"].update(max_steps=12, valid_every=4, threads=1)
+    raw["train"].update(max_steps=12, valid_every=4, threads=1, keep_last=2)
     config = tmp_path / "t.yaml"
     config.write_text(yaml.safe_dump(raw))
     args = ["train", "-c", str(config), "--no-evaluate"]
     run = tmp_path / "runs" / "t"
-    duration = _timed(args, tmp_path)
-    for k, after in enumerate(_offsets(duration)):
-        import shutil
-
+    for k, after in enumerate(_instants(_timed(args, tmp_path), "train", signum)):
         shutil.rmtree(run)
         _import(root, _raw(data_root, tmp_path / "raw", 0))  # the corpus the run starts on
-        _kill(args, tmp_path, after, signum)
+        _kill(args, tmp_path, after, signum, "train")
+        _loads(run / "checkpoints")
         pinned = run / "corpus" / "pinned.json"
         before = json.loads(pinned.read_text())["splits"] if pinned.is_file() else None
         _import(root, _raw(data_root, tmp_path / f"other{k}", 4000))  # a re-import meanwhile
         resume = (run / "checkpoints" / "last.pt").is_file()
         _finish(args + (["--resume"] if resume else []), tmp_path)
-        assert not _scratch(root, run), _scratch(root, run)
-        COUNTS["clean", "train", signum.name] += 1
+        _swept("train", signum, root, run)
+        _loads(run / "checkpoints")
         if resume:
             assert json.loads(pinned.read_text())["splits"] == before  # the pinned data
-            COUNTS["exact resumes", "train", signum.name] += 1
 
 
-def test_zz_kill_counts():
-    """The harness's counts per verb and signal (printed with -s; make kill shows them)."""
-    for (what, verb, name), count in sorted(COUNTS.items()):
-        print(f"kill harness: {verb:8} {name:8} {what:14} {count}")
+def _stamped(folder: Path, stamp: str) -> None:
+    """A folder that is there holds every file its stamp lists, with those bytes."""
+    if not folder.exists():
+        return
+    made = json.loads((folder / stamp).read_text())
+    for name, entry in made["files"].items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == entry["sha256"], name
+
+
+@pytest.fixture(scope="module")
+def transformer_run(data_root, tmp_path_factory) -> Path:
+    """A tiny trained Transformer run (export and publish read it)."""
+    from tests.test_train import MODELS, tiny_config
+
+    base = tmp_path_factory.mktemp("kills-run")
+    cfg = config_to_dict(tiny_config(data_root, base / "runs", "x", MODELS["transformer"],
+                                     max_steps=2, valid_every=2))
+    config = base / "x.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    _finish(["train", "-c", str(config), "--no-evaluate"], base)
+    return base / "runs" / "x"
+
+
+def _synth(tmp_path: Path, data_root: Path):
+    root = tmp_path / "data"
+
+    def args(k: int) -> list[str]:  # another seed each time: the reverse pair changes too
+        return ["data", "synth", "--force", "--root", str(root), "--seed", str(1 + k % 2)]
+
+    def whole() -> None:
+        assert _whole(root / "synth" / "src-tgt")
+        reverse = root / "synth" / "tgt-src"
+        assert json.loads((reverse / "manifest.json").read_text())["from"]
+        assert (reverse / "test.gold").is_file()
+    return args, lambda: None, whole, [root]
+
+
+def _export(tmp_path: Path, run: Path):
+    out = tmp_path / "export"
+    args = ["export", "--run", str(run), "--out", str(out)]
+    return lambda k: args, lambda: None, lambda: _stamped(out, "export.json"), [tmp_path]
+
+
+def _publish(tmp_path: Path, run: Path):
+    out = tmp_path / "published"
+    args = ["publish", "--run", str(run), "--out", str(out), "--ctranslate2"]
+    return lambda k: args, lambda: None, lambda: _stamped(out, "nmt.json"), [tmp_path]
+
+
+def _eflomal(tmp_path: Path, data_root: Path):
+    root = tmp_path / "data"
+    _import(root, _raw(data_root, tmp_path / "raw", 0))
+    raw = config_to_dict(_config(root, tmp_path / "runs", "g"))
+    raw["guided"].update(teacher="eflomal", weight=1.0)
+    config = tmp_path / "g.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    links = root / ".cache" / "links"
+
+    def whole() -> None:
+        for path in links.rglob("*.links"):
+            split = path.stem
+            lines = (root / "mini" / "src-tgt" / f"{split}.src").read_text().count("\n")
+            assert path.read_text().count("\n") == lines, path
+    return (lambda k: ["data", "links", "-c", str(config)],
+            lambda: shutil.rmtree(links, ignore_errors=True), whole, [root, tmp_path / "runs"])
+
+
+WRITERS = {"synth": _synth, "export": _export, "publish": _publish, "eflomal": _eflomal}
+
+
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
+@pytest.mark.parametrize("writer", list(WRITERS))
+def test_killed_writers_leave_a_whole_state_and_nothing_the_next_one_does_not_sweep(
+        writer, signum, data_root, tmp_path, request):
+    place = request.getfixturevalue("transformer_run") if writer in ("export",
+                                                                     "publish") else data_root
+    args, before, whole, roots = WRITERS[writer](tmp_path, place)
+    for k, after in enumerate(_instants(_timed(args(0), tmp_path), writer, signum)):
+        before()
+        _kill(args(k + 1), tmp_path, after, signum, writer)
+        whole()  # what a reader sees after the kill: the old state or the new, whole
+        _finish(args(k + 2), tmp_path)  # the next command of that kind
+        _swept(writer, signum, *roots)
+        whole()
+
+
+def test_zz_kill_table():
+    """The harness's table, writer x signal x kills x leftovers (printed with -s; `make
+    kills` shows it)."""
+    rows = sorted({(writer, name) for (_, writer, name) in COUNTS})
+    print(f"\nkill harness ({KILLS} random instants per cell)")
+    print(f"{'writer':10} {'signal':8} {'kills':>6} {'leftovers':>10} {'orphans':>8}")
+    for writer, name in rows:
+        print(f"{writer:10} {name:8} {COUNTS['kills', writer, name]:>6} "
+              f"{COUNTS['leftovers', writer, name]:>10} {COUNTS['orphans', writer, name]:>8}")
