@@ -25,6 +25,7 @@ import torch
 import yaml
 
 import nmt.core.checkpoint
+import nmt.core.scratch
 import nmt.training.trainer
 from nmt.core.checkpoint import FORMAT, load_checkpoint, save_checkpoint
 from nmt.core.errors import NMTError
@@ -171,8 +172,8 @@ def test_failed_save_keeps_the_previous_checkpoint(failure, tmp_path, monkeypatc
     if failure == "torch.save raises":
         monkeypatch.setattr(torch, "save", _failing_torch_save)
     else:  # the real torch.save, writing to a disk that runs out of space
-        monkeypatch.setattr(nmt.core.checkpoint, "open", lambda p, mode: _FullDisk(p, "wb"),
-                            raising=False)
+        monkeypatch.setattr(nmt.core.scratch, "open", lambda p, mode: _FullDisk(p, "wb"),
+                            raising=False)  # atomic_write's scratch file (replace_file)
     with pytest.raises(NMTError, match="previous checkpoint is intact") as info:
         save_checkpoint(path, {"model": {"w": torch.zeros(50_000)}, "progress": {"step": 2}})
     assert str(path) in str(info.value) and "No space left" in str(info.value)
