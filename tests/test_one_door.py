@@ -166,3 +166,36 @@ def test_4_a_copied_run_resumes_its_sampled_epoch_bit_for_bit(mini, tmp_path, mo
     names = [sorted(p.name for p in (run / "sampled").glob("seed*"))
              for run in (Path(cfg.run_dir), copy)]
     assert names[0] == names[1], "the copy drew its own store where the original read one"
+
+
+# ------------------------------------------------------------------ item 1: one door
+
+REPO = Path(__file__).resolve().parent.parent
+# What opens a corpus by its path or builds a cache from one: only nmt/data/ itself and the
+# corpus-level commands (nmt data ...) may; every reader of a run goes through its Pin.
+BY_PATH = {"LiveCorpus", "split_paths", "corpus_dir", "encode_split", "encode_files",
+           "open_store", "write_store", "sampled_chunks", "prepare_vocab", "train_vocab",
+           "read_parallel", "link_splits"}
+CORPUS_LEVEL = {  # module: why it may name the corpus as imported
+    "nmt/cli/core.py": "nmt data prepare / nmt data links work on the corpus, not a run",
+    "nmt/training/guided.py": "nmt data links' teacher links of the corpus as imported "
+                              "(a run passes its Pin)",
+}
+
+
+def test_no_reader_of_a_run_opens_a_corpus_by_its_path():
+    import ast
+
+    found = []
+    for path in sorted((REPO / "nmt").rglob("*.py")):
+        name = path.relative_to(REPO).as_posix()
+        if name.startswith("nmt/data/") or name in CORPUS_LEVEL:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nmt.data"):
+                found += [f"{name}: {a.name}" for a in node.names if a.name in BY_PATH]
+    assert not found, "readers past the door: " + "; ".join(found)
+    trains = ast.parse((REPO / "nmt/training/batches.py").read_text())
+    modules = {n.module for n in ast.walk(trains) if isinstance(n, ast.ImportFrom)}
+    assert {m for m in modules if m.startswith("nmt.data")} <= {
+        "nmt.data.pin", "nmt.data.batching", "nmt.data.subwords"}
