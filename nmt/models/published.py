@@ -21,6 +21,8 @@ INSTALL = "pip install -e '.[hub]'"
 
 
 HUB_PREFIX = "hf:"
+# Weights of other frameworks an OPUS-MT repository also holds: never read, not downloaded
+OTHER_FRAMEWORKS = ["*.h5", "*.msgpack", "*.ot", "*.onnx", "*.tflite"]
 
 
 def is_published(path: Path | str) -> bool:
@@ -30,7 +32,9 @@ def is_published(path: Path | str) -> bool:
 def resolve(run: Path | str) -> Path:
     """A run's folder: `hf:ORG/NAME[@REVISION]` is downloaded into the Hub's cache (pinned
     to the commit the revision names; offline with HF_HUB_OFFLINE=1 from the cache) and must
-    be a published model (its stamp checked when loaded): nothing downloaded is unpickled.
+    be a published model (its stamp checked when loaded) or an OPUS-MT one
+    (nmt.models.opus: safetensors, or torch's weights-only loader): nothing downloaded is
+    unpickled into code.
     Any other path is itself."""
     text = str(run)
     if not text.startswith(HUB_PREFIX):
@@ -43,14 +47,18 @@ def resolve(run: Path | str) -> Path:
     except ImportError:
         raise NMTError(f"{text}: loading from the Hub needs huggingface_hub: {INSTALL}") from None
     try:
-        folder = Path(snapshot_download(repo, revision=revision or None))
+        folder = Path(snapshot_download(repo, revision=revision or None,
+                                        ignore_patterns=OTHER_FRAMEWORKS))
     except Exception as exc:  # noqa: BLE001 - any hub failure becomes one clear line
         raise NMTError(f"{text}: could not download it ({one_line(exc)}); check the name, "
                        "the revision and the network (or HF_HUB_OFFLINE=1 with a cached copy)"
                        ) from None
-    if not is_published(folder):
-        raise NMTError(f"{text}: not a model published by `nmt publish` (no {STAMP}); nmt "
-                       "loads only those from the Hub, never a pickled checkpoint")
+    from nmt.models.opus import is_opus  # start-up: this module stays light
+
+    if not is_published(folder) and not is_opus(folder):
+        raise NMTError(f"{text}: not a model published by `nmt publish` (no {STAMP}) and "
+                       "not a transformers Marian (OPUS-MT) model; nmt loads only those from "
+                       "the Hub")
     return folder
 
 
