@@ -15,6 +15,7 @@ from nmt.data.subwords import Vocab
 from nmt.models import build_model
 from nmt.models.base import Seq2Seq
 from nmt.models.checks import config_from_dict, in_folder
+from nmt.models.opus import NO_CORPUS, is_opus, load_opus, opus_config
 from nmt.models.published import is_published, load_weights, read_stamp, resolve
 
 
@@ -25,17 +26,21 @@ def check_one_pair(named: list[tuple[str, Config]], why: str, corpus: bool = Fal
     first_name, first = named[0] if named else ("", None)
     for name, cfg in named[1:]:
         for key in ("pair", "corpus") if corpus else ("pair",):
+            if NO_CORPUS in (cfg.data.corpus, first.data.corpus) and key == "corpus":
+                continue  # a model trained elsewhere (OPUS-MT) is shown on the others' split
             if getattr(cfg.data, key) != getattr(first.data, key):
                 raise NMTError(f"{name}: trained on {key} {getattr(cfg.data, key)} but "
                                f"{first_name} on {getattr(first.data, key)}; {why}")
 
 
 def load_config(path: Path | str) -> Config:
-    """The resolved config of a run directory (or a published model, `hf:` ones included);
-    the one check that a folder is a run."""
+    """The resolved config of a run directory (or a published model, or an OPUS-MT model
+    folder, `hf:` ones included); the one check that a folder is a run."""
     run = RunDir(resolve(path))
     if not run.path.is_dir():
         raise NMTError(f"{run.path}: run directory not found; pass a folder under runs/")
+    if is_opus(run.path):  # a transformers Marian folder (OPUS-MT): nmt.models.opus
+        return opus_config(run.path)
     if not run.config.is_file():
         raise NMTError(f"{run.path}: not a run directory (no config.yaml); pass a folder "
                        "written by `nmt train`")
@@ -63,8 +68,11 @@ def load_run(path: Path | str, which: str = "best",
              data: bytes | None = None) -> tuple[Config, Vocab, Seq2Seq, dict]:
     """Config, vocabulary and model (eval mode) of a trained run, plus the checkpoint
     (loaded from `data`, its file's bytes, when the caller has read them). A published
-    folder (nmt.models.published) loads the same way, from its safetensors."""
+    folder (nmt.models.published) loads the same way, from its safetensors, and an OPUS-MT
+    folder from its own files (nmt.models.opus)."""
     run = RunDir(resolve(path))
+    if is_opus(run.path):
+        return load_opus(run.path, which)
     cfg = load_config(run.path)
     if is_published(run.path):  # a folder of `nmt publish`: its safetensors, checked
         stamp = read_stamp(run.path)
