@@ -182,3 +182,73 @@ def test_the_api_aligns_and_translates_with_its_cross_attention(opus, data_root)
     [t] = model.translate(sources[:1], alignments=True, beam=3)
     assert t.links is not None and t.word_matrix.shape == (len(t.text.split()),
                                                            len(sources[0].split()))
+
+
+@pytest.fixture(scope="module")
+def classic(data_root, tmp_path_factory) -> Path:
+    """A short Transformer run of ours on the synthetic corpus (gold links in its test split)."""
+    from nmt.decoding.evaluate import evaluate_run
+    from nmt.training.trainer import Trainer
+    from tests.test_train import MODELS, tiny_config
+
+    cfg = tiny_config(data_root, tmp_path_factory.mktemp("classic"), "transformer",
+                      MODELS["transformer"], max_steps=20, valid_every=20, threads=1,
+                      valid_sentences=8)
+    Trainer(cfg, quiet=True).fit()
+    evaluate_run(cfg.run_dir, "test", limit=24)
+    return cfg.run_dir
+
+
+def test_align_shows_it_beside_a_run_with_aer_against_gold(opus, classic, tmp_path, capsys):
+    out = tmp_path / "aligned"
+    code, text, err = run_cli(capsys, "align", "--run", classic, "--run", opus["tied"],
+                              "--split", "test", "--limit", "24", "--plot", "1", "--out", out)
+    assert code == 0, err
+    import json
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) == {"transformer", "opus-mt-src-tgt"}
+    for row in summary.values():
+        assert 0.0 <= row["aer"] <= 1.0 and row["sentences"] == 24
+    from nmt.align.io import load_alignments
+
+    for rec in load_alignments(out / "opus-mt-src-tgt.npz"):
+        assert (rec.weights >= 0).all() and abs(rec.weights.sum(-1) - 1).max() < 1e-5
+    code, _, err = run_cli(capsys, "explore", "--align-dir", out, "--out", tmp_path / "x.html")
+    assert code == 0 and (tmp_path / "x.html").is_file(), err
+
+
+def test_compare_computes_its_attention_and_aer_on_the_runs_split(opus, classic, tmp_path,
+                                                                   capsys):
+    code, _, err = run_cli(capsys, "compare", classic, opus["untied"], "--out", tmp_path / "r")
+    assert code == 0, err
+    report = (tmp_path / "r" / "report.md").read_text()
+    row = next(line for line in report.splitlines() if line.startswith("| untied"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "transformer" and cells[3] != "—"  # its parameters
+    assert float(cells[-3]) >= 0 and float(cells[-1]) > 0  # AER, entropy
+    assert "trained elsewhere (OPUS-MT)" in report and "align_test_" in report
+
+
+def test_verbs_that_need_its_corpus_say_how_in_one_line(opus, capsys, tmp_path):
+    from tests.test_cli import assert_user_error
+
+    folder = opus["tied"]
+    assert_user_error(run_cli(capsys, "align", "--run", folder, "--split", "test", "--out",
+                              tmp_path / "a"), "has no corpus here", "--run runs/NAME")
+    assert_user_error(run_cli(capsys, "evaluate", "--run", folder, "--split", "test"),
+                      "has no corpus here")
+    assert_user_error(run_cli(capsys, "explore", folder, "--out", tmp_path / "x.html"),
+                      "an OPUS-MT model holds no alignments", "--run runs/NAME")
+    assert_user_error(run_cli(capsys, "translate", "--run", folder, "--engine", "ctranslate2",
+                              "a b"), "ct2-transformers-converter")
+
+
+def test_serve_loads_it_beside_a_run(opus, classic):
+    pytest.importorskip("fastapi")
+    from nmt.serve.runs import load_runs
+
+    served = load_runs([classic, opus["tied"]], say=lambda line: None)
+    assert [s.name for s in served] == ["transformer", "opus-mt-src-tgt"]
+    text = served[1].model.translate(["the dog"], beam=1)[0].text
+    assert text == nmt.load(opus["tied"]).translate(["the dog"], beam=1)[0].text

@@ -10,12 +10,14 @@ import numpy as np
 import sacrebleu
 
 from nmt.align.extract import dump_split_alignments
+from nmt.core.errors import NMTError
 from nmt.core.progress import counting
 from nmt.core.rundir import RunDir, replace_text
 from nmt.data.folder import sha256_file
 from nmt.data.pin import scoring_split
 from nmt.decoding.api import load
 from nmt.decoding.engines import engine_label
+from nmt.models.opus import NO_CORPUS
 from nmt.models.published import is_published
 from nmt.models.runs import checkpoint_path
 
@@ -64,6 +66,10 @@ def evaluate_model(model, split: str, beam: int | None = None, limit: int = 0,
     no longer hold."""
 
     cfg, vocab, module = model.cfg, model.vocab, model.module
+    if cfg.data.corpus == NO_CORPUS:
+        raise NMTError(f"{model.path}: a model trained elsewhere (OPUS-MT) has no corpus here "
+                       "to evaluate on; `nmt compare runs/NAME MODEL` shows its attention and "
+                       "AER on a run's split, `nmt translate` gives its translations to score")
     run = RunDir(model.path)
     sources, refs, scored = scoring_split(cfg, model.path, split)
     src_ids = vocab.encode_src(sources)

@@ -52,7 +52,8 @@ from nmt.core.locks import file_lock
 from nmt.core.rundir import RunDir
 from nmt.core.scratch import restore, scratch, swap_in, sweep
 from nmt.core.tokens import BOS, EOS, UNK
-from nmt.models.published import is_published
+from nmt.models.opus import is_opus
+from nmt.models.published import is_published, resolve
 from nmt.models.runs import checkpoint_path, load_config, load_run
 from nmt.models.transformer import sinusoids
 
@@ -87,6 +88,9 @@ def export_dir(run: Path, checkpoint: str = "best", quantize: str = "float32") -
 
 
 def refuse_family(run: Path, family: str) -> None:
+    if is_opus(resolve(run)):  # our export writes nmt's Transformer, not Marian's
+        raise NMTError(f"{run}: an OPUS-MT model decodes on PyTorch here; for CTranslate2 "
+                       "convert it with its own tool: ct2-transformers-converter --model DIR")
     if family not in EXPORTABLE:
         raise NMTError(f"{run}: CTranslate2 runs Transformers only, and this run is "
                        f"{family}; decode it on PyTorch, in int8 with --quantize int8")

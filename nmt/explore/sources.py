@@ -23,7 +23,8 @@ from nmt.core.rundir import RunDir
 from nmt.data.links import GoldAlignment, read_gold
 from nmt.data.pin import gold_of
 from nmt.models import MODELS
-from nmt.models.published import is_published
+from nmt.models.opus import is_opus
+from nmt.models.published import is_published, resolve
 from nmt.models.runs import check_one_pair, load_config
 
 
@@ -103,9 +104,11 @@ def _run_sets(run: Path, split: str | None, sources: Sources) -> list[RecordSet]
             sources.notes.append(f"{run.name}: {cfg.model.family} has no attention; left out "
                                  "(align it with `nmt align --method saliency`)")
             return []
-        if is_published(run):  # a published folder is never written
-            raise NMTError(f"{run}: a published model holds no alignments; write them with "
-                           f"`nmt align --run {run} --split {split} --out DIR` and pass "
+        folder = resolve(run)
+        if is_published(folder) or is_opus(folder):  # never written
+            kind, first = ("an OPUS-MT", "--run runs/NAME ") if is_opus(folder) else ("a published", "")
+            raise NMTError(f"{run}: {kind} model holds no alignments; write them with "
+                           f"`nmt align {first}--run {run} --split {split} --out DIR` and pass "
                            "--align-dir DIR")
         raise NMTError(f"{npz}: no alignments of split {split!r}; write them with "
                        f"`nmt evaluate --run {run} --split {split}`")

@@ -38,6 +38,7 @@ from nmt.data.symmetrize import (
 )
 from nmt.decoding.api import as_written, load
 from nmt.decoding.translate import clip_source, nbest_ids
+from nmt.models.opus import NO_CORPUS
 from nmt.models.runs import check_one_pair, load_config
 from nmt.report.align_plots import plot_sentences
 from nmt.training.adapt import DEFAULT_LR, Adaptation, adapt_copy
@@ -125,10 +126,11 @@ def check_options(opts: AlignOptions) -> None:
         raise NMTError(f"--symmetrize {bad[0]!r}: use one of {', '.join(SYMMETRIZATIONS)}")
 
 
-def select_inputs(cfg: Config, opts: AlignOptions
+def select_inputs(cfg: Config, opts: AlignOptions, home: Path | None = None
                   ) -> tuple[list[str], list[str], Path | None, dict | None]:
     """Sentences to align, the corpus gold file that goes with them (if any) and, for a
-    split of the run's corpus, what was read of it (its digest: nmt.data.pin)."""
+    split of the corpus of the run `home` (default: the first; `cfg` its config), what was
+    read of it (its digest: nmt.data.pin)."""
 
     gold, scored = None, None
     if opts.pairs is not None:
@@ -138,8 +140,13 @@ def select_inputs(cfg: Config, opts: AlignOptions
             raise NMTError(f"--src given {len(opts.src)} times but --tgt {len(opts.tgt)} times")
         sources, targets = list(opts.src), list(opts.tgt or [""] * len(opts.src))
     else:
+        if cfg.data.corpus == NO_CORPUS:
+            raise NMTError(f"{opts.runs[0]}: a model trained elsewhere (OPUS-MT) has no corpus "
+                           "here; give the sentences (--src/--tgt, or --pairs with --gold), or "
+                           "put a run of the corpus first: --run runs/NAME --run "
+                           f"{opts.runs[0]} --split {opts.split or 'test'}")
         split = opts.split or cfg.data.test
-        sources, targets, scored = scoring_split(cfg, opts.runs[0], split)
+        sources, targets, scored = scoring_split(cfg, home or opts.runs[0], split)
         scored = {"split": split, **scored}
         gold = gold_of(cfg, split)
     if opts.limit:
@@ -348,12 +355,15 @@ def align_runs(opts: AlignOptions) -> dict:
     plots and summary.json; returns the summary (row name -> entry)."""
 
     check_options(opts)
-    check_one_pair([(str(run), load_config(run)) for run in opts.runs],
+    configs = [(run, load_config(run)) for run in opts.runs]
+    check_one_pair([(str(run), cfg) for run, cfg in configs],
                    "every --run aligns the same sentences: give runs of one pair (a run "
                    "trained the other way goes in --reverse)")
     for run, reverse in zip(opts.runs, opts.reverse):
         check_reverse(load_config(run), load_config(reverse), str(run), str(reverse))
-    sources, targets, corpus_gold_path, scored = select_inputs(load_config(opts.runs[0]), opts)
+    # the split of the first run trained on a corpus here (an OPUS-MT model has none)
+    home, home_cfg = next(((r, c) for r, c in configs if c.data.corpus != NO_CORPUS), configs[0])
+    sources, targets, corpus_gold_path, scored = select_inputs(home_cfg, opts, home)
     gold = opts.gold or (corpus_gold_path if opts.mode == "forced" else None)
     opts.out.mkdir(parents=True, exist_ok=True)
     if scored is not None:  # which pairs were aligned: the split's digest (docs/data.md)
@@ -376,7 +386,7 @@ def align_runs(opts: AlignOptions) -> dict:
     if opts.ensemble:
         add_ensemble(rows, *pooled)
     if opts.statistical:
-        add_statistical(rows, load_config(opts.runs[0]), sources, targets)
+        add_statistical(rows, home_cfg, sources, targets)
     if all(r is None for r in rows.records):
         raise NMTError("none of the runs has attention to export (fixed_context models only); "
                        "use --method saliency to align them through attribution")

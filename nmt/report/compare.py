@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from nmt.align.io import load_alignments
 from nmt.align.records import AlignmentRecord
@@ -28,6 +27,7 @@ from nmt.data.links import GoldAlignment, read_gold
 from nmt.data.pin import gold_of
 from nmt.models import MODELS
 from nmt.models.runs import check_one_pair, load_config
+from nmt.report.foreign import count_parameters, foreign_summary, home, is_foreign, note
 
 NA = "—"
 FIXED = "†"
@@ -58,7 +58,6 @@ SOURCE_WORDS = (6, 14)  # default grid sentences: sources of this many words (in
 N_SENTENCES = 2
 
 
-
 @dataclass
 class RunSummary:
     """What the report needs from one run directory."""
@@ -69,6 +68,7 @@ class RunSummary:
     metrics: list[dict]
     scores: dict | None  # scores.json[split], None when the split was not evaluated
     params: int | None
+    records: dict[int, AlignmentRecord] | None = None  # a foreign model's, computed here
 
     @property
     def has_attention(self) -> bool:
@@ -86,25 +86,13 @@ class Row:
 # ------------------------------------------------------------------------------ loading runs
 
 
-def count_parameters(state: dict) -> int:
-    """Number of parameters in a state dict; tied tensors (shared storage) count once."""
-    seen: set[tuple[int, tuple[int, ...]]] = set()
-    total = 0
-    for tensor in state.values():
-        if not torch.is_tensor(tensor):
-            continue
-        key = (tensor.data_ptr(), tuple(tensor.shape))
-        if tensor.numel() and key in seen:
-            continue
-        seen.add(key)
-        total += tensor.numel()
-    return total
-
-
-def load_summary(path: Path, split: str | None) -> RunSummary:
-    """Config, metrics, scores of `split` (default: the config's test) and parameter count."""
+def load_summary(path: Path, split: str | None, home_run=None) -> RunSummary:
+    """Config, metrics, scores of `split` (default: the config's test) and parameter count
+    (a model trained elsewhere: nmt.report.foreign's, on `home_run`'s split)."""
     run = RunDir(path)
     cfg = load_config(run.path)
+    if is_foreign(cfg):
+        return RunSummary(*foreign_summary(path, cfg, split or home_run[1].data.test, home_run))
     try:
         scores = run.read_scores().get(split or cfg.data.test)
         metrics = run.read_metrics()
@@ -271,7 +259,9 @@ def _load_records(runs: list[RunSummary], split: str, notes: list[str]
     out: dict[str, dict[int, AlignmentRecord] | None] = {}
     for r in runs:
         npz = RunDir(r.path).align / f"{split}.npz"
-        if not r.has_attention:
+        if r.records is not None:  # computed by nmt.report.foreign
+            out[r.name] = r.records
+        elif not r.has_attention:
             out[r.name] = None
         elif npz.is_file():
             out[r.name] = {rec.index: rec for rec in load_alignments(npz)}
@@ -345,8 +335,9 @@ def _load_all(run_paths: list[Path], split: str | None) -> tuple[list[RunSummary
     configs = [load_config(p) for p in run_paths]
     check_one_pair(list(zip(map(str, run_paths), configs)), "a report scores and draws every "
                    "run on the same split: give runs of one corpus and pair", corpus=True)
-    split = split or configs[0].data.test
-    runs = [load_summary(Path(p), split) for p in run_paths]
+    home_run = home(list(zip(run_paths, configs)))
+    split = split or home_run[1].data.test
+    runs = [load_summary(Path(p), split, home_run) for p in run_paths]
     clash = [r for r in runs if [q.name for q in runs].count(r.name) > 1]
     base = os.path.commonpath([r.path.resolve() for r in clash]) if clash else ""
     for r in clash:  # a published copy keeps its run's name: label each by its own path
@@ -364,7 +355,8 @@ def compare_runs(run_paths: list[Path], out: Path, split: str | None = None,
     """Write report.md, report.html and the PNGs under `out`; return the Markdown path.
     `statistical`: one more row and grid panel, eflomal on the same split (the extra)."""
     runs, split = _load_all(run_paths, split)
-    cells, extra = statistical_row(runs[0].cfg, split) if statistical else (None, None)
+    first = next(r.cfg for r in runs if not is_foreign(r.cfg))  # whose split and gold
+    cells, extra = statistical_row(first, split) if statistical else (None, None)
     taught = [r.name for r in runs if r.cfg.guided.weight and r.cfg.guided.teacher == METHOD]
     if extra and taught:  # the same aligner taught these runs: say so on its panel
         extra = {f"{METHOD} (teacher of {', '.join(taught)})": extra[METHOD]}
@@ -382,8 +374,9 @@ def compare_runs(run_paths: list[Path], out: Path, split: str | None = None,
     plots = [(plot_by_length(runs, out / "bleu_by_length.png"), "BLEU by source length"),
              (plot_valid_curve(runs, out / "valid_bleu_by_time.png"), "validation BLEU vs time")]
     blocks += [("h2", "Curves")] + [("img", p, alt) for p, alt in plots if p is not None]
-    notes: list[str] = []
-    gold_path = gold_of(runs[0].cfg, split)
+    notes = [note([r.name for r in runs if is_foreign(r.cfg)])] if any(
+        is_foreign(r.cfg) for r in runs) else []
+    gold_path = gold_of(first, split)
     gold = read_gold(gold_path) if gold_path is not None else None
     grids = plot_alignment_grids(runs, split, out, sentences, notes, extra, gold)
     blocks.append(("h2", "Attention, side by side"))
