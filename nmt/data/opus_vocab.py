@@ -133,10 +133,6 @@ class OpusVocab:
     def tgt_pieces(self, ids: list[int]) -> list[str]:
         return [self.target.pieces[i] for i in ids]
 
-    @property
-    def normalization(self) -> str:
-        return "opus-mt"
-
     def sample_pairs(self, *args, **kwargs):
         raise NMTError("subword sampling trains nmt's own vocabularies; an OPUS-MT model's "
                        "is read as published")
