@@ -62,8 +62,9 @@ def _write(run: Path, out: Path, checkpoint: str, loaded: tuple, ctranslate2: bo
     """publish's folder, written into a scratch folder and swapped in at `out`."""
     cfg, vocab, model = loaded
     with scratch(out) as tmp:
-        weights, aliases = _weights(model)
-        save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt", "nmt": FORMAT})
+        weights, aliases, extra = _weights(model)
+        save_file(weights, str(tmp / "model.safetensors"),
+                  metadata={"format": "pt", "nmt": FORMAT, **extra})
         shutil.copytree(RunDir(run).spm, tmp / "spm")
         shutil.copy2(RunDir(run).config, tmp / "config.yaml")
         if cfg.model.family == "transformer":
@@ -80,6 +81,7 @@ def _write(run: Path, out: Path, checkpoint: str, loaded: tuple, ctranslate2: bo
                                                         ensure_ascii=False) + "\n")
         (tmp / "README.md").write_text(model_card(cfg, vocab, model, run, facts, license),
                                        encoding="utf-8")
+        _same_permissions(tmp)
         files = {p.relative_to(tmp).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256(p)}
                  for p in sorted(tmp.rglob("*")) if p.is_file()}
         stamp = {"format": FORMAT, "family": cfg.model.family, "run": str(run),
@@ -115,10 +117,23 @@ def push(folder: Path | str, repo: str, private: bool = False) -> str:
     return str(getattr(info, "commit_url", info))
 
 
-def _weights(model) -> tuple[dict, dict]:
-    """The tensors to save, and {name: the name it was saved under} for tied ones."""
+def _same_permissions(folder: Path) -> None:
+    """Every file of the folder readable as a text file the user writes is (0644 under the
+    usual umask 022): safetensors writes its file 0600, copies keep their source's mode."""
+    import os
+
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in folder.rglob("*"):
+        path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)
+
+
+def _weights(model) -> tuple[dict, dict, dict]:
+    """The tensors to save, {name: the name it was saved under} for tied ones, and the
+    safetensors metadata the Transformer's needs read back exactly."""
     if model.cfg.family == "transformer":
-        return to_marian(model), {}
+        weights, metadata = to_marian(model)
+        return weights, {}, metadata
     weights, aliases, seen = {}, {}, {}
     for name, tensor in model.state_dict().items():
         key = (tensor.data_ptr(), tuple(tensor.shape))
@@ -127,7 +142,7 @@ def _weights(model) -> tuple[dict, dict]:
         else:
             seen[key] = name
             weights[name] = tensor.detach().contiguous().clone()
-    return weights, aliases
+    return weights, aliases, {}
 
 
 def _transformers_files(cfg, vocab, model, out: Path) -> None:
@@ -140,7 +155,7 @@ def _transformers_files(cfg, vocab, model, out: Path) -> None:
                                         "each target piece"}
     (out / "config.json").write_text(json.dumps(config, indent=1))
     (out / "generation_config.json").write_text(json.dumps(generation_config(
-        limit, cfg.decode.beam, cfg.decode.length_penalty), indent=1))
+        vocab, cfg.decode.beam, cfg.decode.length_penalty, limit), indent=1))
     tokenizer_files(vocab, out)
 
 

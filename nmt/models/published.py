@@ -91,10 +91,10 @@ def load_weights(folder: Path, model) -> dict:
     except ImportError:
         raise NMTError(f"reading a published model needs safetensors: {INSTALL}") from None
     weights = load_file(str(folder / "model.safetensors"))
-    if "model.encoder.embed_positions.weight" in weights:  # a MarianMTModel's
-        from nmt.models.marian import from_marian  # start-up: the Transformer's only
+    if "final_logits_bias" in weights:  # a MarianMTModel's
+        from nmt.models.marian import read_marian  # start-up: the Transformer's only
 
-        return from_marian(weights, model)
+        return read_marian(folder / "model.safetensors", model)
     state = model.state_dict()  # tied names were written once: each gets its one tensor
     for name, alias in json.loads((folder / STAMP).read_text())["aliases"].items():
         weights[name] = weights[alias]
