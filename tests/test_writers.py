@@ -171,9 +171,6 @@ HANDED_SCRATCH = {  # (module, function): why it may write directly
     ("nmt/decoding/export.py", "_swap"):
         "moves the old export (in export's scratch folder after the swap) aside, named, when "
         "it holds files the export did not write",
-    ("nmt/data/pin.py", "Pin.store"):
-        "a damaged pinned store replaced, under the store's lock, by the whole folder "
-        "encode_files wrote through a scratch folder",
     ("nmt/data/synth.py", "write_synth"): "the splits of ensure_synth's staged folder",
     ("nmt/data/store.py", "_NpyWriter.__init__"): "an array of write_store's scratch folder",
     ("nmt/data/subwords.py", "_train_one"): "a vocabulary in train_vocab's scratch folder",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import time
 from dataclasses import asdict
@@ -30,7 +31,7 @@ from nmt.core.config import Config
 from nmt.core.errors import NMTError
 from nmt.core.locks import file_lock
 from nmt.core.rundir import RunDir
-from nmt.core.scratch import link_or_copy, remove, scratch, swap_in, sweep
+from nmt.core.scratch import link_or_copy, scratch, swap_in, sweep
 from nmt.data.corpora import LiveCorpus, head_lines, read_parallel
 from nmt.data.folder import lock, sha256_file
 from nmt.data.snapshot import has_split, link_splits, manifest_shas, pair_hashes
@@ -137,8 +138,9 @@ class Pin:
               file=sys.stderr)
         folder = encode_files(self.paths(split), self.folder / "store", split, vocab)[0].folder
         with lock(store):
-            remove(store)
-            folder.rename(store)
+            with scratch(store) as tmp:  # the old store (if any) ends in tmp, removed with it
+                os.rename(folder, tmp / "new")
+                swap_in(tmp / "new", store)
         sides, problem = open_store(store, lines, vocab, self.sha256(split))
         if sides is None:
             raise NMTError(f"{store}: {problem}: the run's pinned text is not what it pinned; "
@@ -164,6 +166,7 @@ class Pin:
         store = folder / f"seed{seed}.{key}"
         folder.mkdir(parents=True, exist_ok=True)
         with file_lock(folder / ".lock"):
+            sweep(folder)  # what killed draws left, of this epoch's or another's
             sides, _ = open_store(store, len(keep), vocab, text)
             if sides is None:
                 paths, read = self.paths(train), []

@@ -15,6 +15,7 @@ import numpy as np
 from nmt.core.config import Config
 from nmt.core.errors import NMTError
 from nmt.core.locks import file_lock
+from nmt.core.scratch import sweep
 from nmt.data.batching import filter_long, join_pairs
 from nmt.data.pin import Pin, pin_corpus
 from nmt.data.subwords import Vocab
@@ -132,6 +133,7 @@ def prune_sampled(cfg: Config, folder: Path, epoch: int) -> None:
         return
     keep = f"seed{cfg.train.seed + epoch}."
     with file_lock(folder / ".lock"):
+        sweep(folder)  # a killed draw's scratch, which no later draw of its epoch may sweep
         for other in folder.glob("seed*"):
             if not other.name.startswith(keep) and other.is_dir():
                 shutil.rmtree(other, ignore_errors=True)

@@ -138,7 +138,7 @@ def pair_guides(cfg: Config, vocab, sources: Sequence[str], targets: Sequence[st
     require_eflomal()
     train = corpus_of(cfg).load(cfg.data.train)
     langs = None if from_corpus else (cfg.src_lang, cfg.tgt_lang)
-    fwd, rev, info = statistical_links(sources, targets, train, langs)
+    fwd, rev, info = statistical_links(sources, targets, train, langs, work=Path(cfg.run_dir))
     heuristic = heuristic or cfg.guided.symmetrize
     links = [symmetrize(f, r, len(s.split()), len(t.split()), heuristic)
              for f, r, s, t in zip(fwd, rev, sources, targets, strict=True)]
@@ -218,7 +218,7 @@ def write_teacher_links(cfg: Config, threads: int | None = None, corpus=None) ->
             links = model_links(cfg, texts)
         else:
             require_eflomal()
-            links = _eflomal(cfg, texts, threads)
+            links = _eflomal(cfg, texts, threads, folder.parent)
         settings = json.dumps({
             "teacher": cfg.guided.teacher, "symmetrize": cfg.guided.symmetrize,
             "splits": {s: len(v) for s, v in links.items()},
@@ -243,7 +243,8 @@ def _read(corpus, splits: tuple) -> tuple[dict, dict]:
     return texts, shas
 
 
-def _eflomal(cfg: Config, splits: dict, threads: int | None) -> dict[str, list[set[Link]]]:
+def _eflomal(cfg: Config, splits: dict, threads: int | None, work: Path
+             ) -> dict[str, list[set[Link]]]:
     src, tgt, owner = [], [], []
     for split, (sources, targets) in splits.items():
         for k, (s, t) in enumerate(zip(_words(sources), _words(targets))):
@@ -251,7 +252,7 @@ def _eflomal(cfg: Config, splits: dict, threads: int | None) -> dict[str, list[s
                 src.append(s)
                 tgt.append(t)
                 owner.append((split, k))
-    fwd, rev = eflomal_links(src, tgt, threads)
+    fwd, rev = eflomal_links(src, tgt, threads, work)
     links = {split: [set() for _ in sources] for split, (sources, _) in splits.items()}
     for (split, k), f, r, s, t in zip(owner, fwd, rev, src, tgt):
         links[split][k] = symmetrize(f, r, len(s), len(t), cfg.guided.symmetrize)
