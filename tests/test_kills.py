@@ -42,6 +42,24 @@ pytestmark = [pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc
               pytest.mark.skipif(KILLS < 1, reason="the kill harness runs as `make kills`")]
 
 
+@pytest.fixture(autouse=True)
+def _row_per_cell():
+    """Each cell's rows as it ends, on stdout and appended to $NMT_KILLS_TABLE when set (a
+    run spread over xdist workers, or cut short, still leaves its table)."""
+    before = Counter(COUNTS)
+    yield
+    cells = sorted({(w, name) for (_, w, name) in COUNTS if COUNTS != before})
+    lines = [f"{w}\t{name}\t{COUNTS['kills', w, name] - before['kills', w, name]}\t"
+             f"{COUNTS['leftovers', w, name] - before['leftovers', w, name]}\t"
+             f"{COUNTS['orphans', w, name] - before['orphans', w, name]}\n" for w, name in cells
+             if any(COUNTS[k, w, name] != before[k, w, name]
+                    for k in ("kills", "leftovers", "orphans"))]
+    print("".join(lines), end="", flush=True)
+    if lines and os.environ.get("NMT_KILLS_TABLE"):
+        with open(os.environ["NMT_KILLS_TABLE"], "a", encoding="utf-8") as handle:
+            handle.write("".join(lines))
+
+
 def _group_alive(pgid: int) -> list[int]:
     """The live (not zombie) processes of process group `pgid`."""
     return [pid for pid, fields in proc_stats().items()
@@ -101,10 +119,16 @@ def _timed(args: list[str], cwd: Path) -> float:
     return time.monotonic() - tick
 
 
-def _instants(duration: float, writer: str, signum: signal.Signals) -> list[float]:
-    """KILLS random instants of a run of `duration` seconds, seeded by writer and signal."""
+def _instants(duration: float, writer: str, signum: signal.Signals):
+    """Random instants of a run of `duration` seconds, seeded by writer and signal, until
+    KILLS of them have found the command alive (one that ends before its instant is not a
+    kill; at most 3 x KILLS tries)."""
     rng = random.Random(f"{writer}:{signum.name}")
-    return [rng.uniform(0.05, duration) for _ in range(KILLS)]
+    start = COUNTS["kills", writer, signum.name]
+    for k in range(3 * KILLS):
+        if COUNTS["kills", writer, signum.name] - start >= KILLS:
+            return
+        yield rng.uniform(0.05, duration * 0.95)
 
 
 def _swept(writer: str, signum: signal.Signals, *roots: Path) -> None:
