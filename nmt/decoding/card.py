@@ -93,30 +93,52 @@ def _scores(scores: dict) -> list[str]:
 
 
 def _usage(cfg, transformer: bool) -> list[str]:
-    lines = ["## Usage", "", "With nmt (every family):", "", "```bash",
-             "nmt translate --run THIS_FOLDER \"...\"", "nmt align --run THIS_FOLDER "
-             "--src \"...\" --tgt \"...\"", "```", "", "```python", "import nmt",
-             "model = nmt.load(\"THIS_FOLDER\")", "print(model.translate([\"...\"])[0].text)",
-             "```", ""]
-    if transformer:
-        lines += ["With transformers (a MarianMTModel; transformers 5 has no translation "
-                  "pipeline, 4.x also takes `pipeline(\"translation\", model=...)`):", "",
-                  "```python", "from transformers import AutoModelForSeq2SeqLM, AutoTokenizer",
-                  "tokenizer = AutoTokenizer.from_pretrained(\"THIS_FOLDER\")",
-                  "model = AutoModelForSeq2SeqLM.from_pretrained(\"THIS_FOLDER\")",
-                  "ids = model.generate(**tokenizer([\"...\"], return_tensors=\"pt\"))",
-                  "print(tokenizer.batch_decode(ids, skip_special_tokens=True))", "```", "",
-                  "With CTranslate2: the `ctranslate2/` export, when published with "
-                  "`--ctranslate2` (`ctranslate2.Translator(\"THIS_FOLDER/ctranslate2\")`). "
-                  "`ct2-transformers-converter` assumes OPUS-MT's Marian conventions (a "
-                  "decoder that starts from a zero vector, `<pad>` last), which this model "
-                  "does not share.", ""]
-        guided = cfg.guided.weight > 0
-        if guided:
-            lines += [f"Alignment: this model was trained with guided alignment; layer "
-                      f"{cfg.guided.layer} (0-based), its first {cfg.guided.heads} "
-                      "cross-attention heads averaged, is the alignment head.", ""]
+    nmt_way = ["With nmt (every family):", "", "```bash",
+               "nmt translate --run THIS_FOLDER \"...\"", "nmt align --run THIS_FOLDER "
+               "--src \"...\" --tgt \"...\"", "```", "", "```python", "import nmt",
+               "model = nmt.load(\"THIS_FOLDER\")", "print(model.translate([\"...\"])[0].text)",
+               "```", ""]
+    if not transformer:
+        return ["## Usage", ""] + nmt_way
+    lines = ["## Usage", "", "With transformers (a MarianMTModel in Marian's own layout), as "
+             "`nmt translate` decodes:", ""] + transformers_snippet(cfg) + [
+             "", _what_differs(cfg), "", *nmt_way,
+             "With CTranslate2: `ct2-transformers-converter --model THIS_FOLDER --output_dir "
+             "ct2` (the folder follows Marian's conventions: `<pad>` last, a decoder that "
+             "starts from a zero vector), or the `ctranslate2/` export when published with "
+             "`--ctranslate2`. Give it the source pieces with `</s>` and suppress `<s>` and "
+             "`<nmt_pad>`, which nmt never generates.", ""]
+    if cfg.guided.weight > 0:
+        lines += [f"Alignment: this model was trained with guided alignment; layer "
+                  f"{cfg.guided.layer} (0-based), its first {cfg.guided.heads} "
+                  "cross-attention heads averaged, is the alignment head.", ""]
     return lines
+
+
+def transformers_snippet(cfg) -> list[str]:
+    """The card's first code block: generate() with the arguments closest to `nmt
+    translate`'s default decoding (its beam, length penalty and per-sentence limit)."""
+    d = cfg.decode
+    return ["```python", "from transformers import AutoModelForSeq2SeqLM, AutoTokenizer",
+            "tokenizer = AutoTokenizer.from_pretrained(\"THIS_FOLDER\")",
+            "model = AutoModelForSeq2SeqLM.from_pretrained(\"THIS_FOLDER\")",
+            "for text in [\"...\"]:  # one at a time: nmt's length limit is per sentence",
+            "    batch = tokenizer([text], return_tensors=\"pt\")",
+            f"    limit = int({d.max_len_ratio} * batch[\"input_ids\"].shape[1]) + {d.max_len_offset}",
+            f"    ids = model.generate(**batch, num_beams={d.beam}, length_penalty="
+            f"{d.length_penalty}, max_new_tokens=limit)",
+            "    print(tokenizer.decode(ids[0], skip_special_tokens=True))", "```"]
+
+
+def _what_differs(cfg) -> str:
+    d = cfg.decode
+    if d.beam == 1 or d.length_penalty == 0:
+        return ("This is `nmt translate`'s decoding; a plain `model.generate(**batch)` "
+                "(generation_config.json) differs only in its fixed length limit.")
+    return (f"What differs from `nmt translate`: beam search ranks finished hypotheses by "
+            f"score / length^{d.length_penalty} where nmt divides by GNMT's ((5 + length) / "
+            f"6)^{d.length_penalty}; with `num_beams=1` or `length_penalty=0` the output is "
+            "nmt's, and a plain `model.generate(**batch)` also has a fixed length limit.")
 
 
 def _limits(cfg) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -120,8 +121,6 @@ def push(folder: Path | str, repo: str, private: bool = False) -> str:
 def _same_permissions(folder: Path) -> None:
     """Every file of the folder readable as a text file the user writes is (0644 under the
     usual umask 022): safetensors writes its file 0600, copies keep their source's mode."""
-    import os
-
     umask = os.umask(0)
     os.umask(umask)
     for path in folder.rglob("*"):

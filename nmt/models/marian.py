@@ -261,7 +261,7 @@ def tokenizer_files(vocab, out: Path) -> None:
     special_tokens_map.json. Special-token strings in a text are read as text, as nmt reads
     them (`split_special_tokens`), and the SentencePiece models normalise as nmt does
     (nmt.models.marian_text)."""
-    from nmt.models.marian_text import charsmap, reading_as_nmt
+    from nmt.models.marian_text import charsmap, reading_as_nmt  # start-up: publish's only
 
     out.mkdir(parents=True, exist_ok=True)
     table = charsmap()

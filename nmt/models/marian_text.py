@@ -58,7 +58,7 @@ def _tsv(rules: dict[str, str]) -> str:
 
 def charsmap() -> bytes:
     """`rewrites()` compiled by SentencePiece's trainer into its character-map format."""
-    import sentencepiece as spm
+    import sentencepiece as spm  # start-up: only publish builds the table
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -68,7 +68,7 @@ def charsmap() -> bytes:
             input=str(folder / "text.txt"), model_prefix=str(folder / "m"), vocab_size=12,
             model_type="char", normalization_rule_tsv=str(folder / "rules.tsv"),
             minloglevel=2)
-        from sentencepiece import sentencepiece_model_pb2 as pb
+        from sentencepiece import sentencepiece_model_pb2 as pb  # start-up: the model's protobuf
 
         proto = pb.ModelProto()
         proto.ParseFromString((folder / "m.model").read_bytes())
@@ -79,7 +79,7 @@ def reading_as_nmt(model: bytes, table: bytes) -> bytes | None:
     """The SentencePiece model `model` (serialised) with `table` as its normaliser, or None
     when its own rule is not `identity` (its table is kept: docs/deploy.md says what
     differs)."""
-    from sentencepiece import sentencepiece_model_pb2 as pb
+    from sentencepiece import sentencepiece_model_pb2 as pb  # start-up: the model's protobuf
 
     proto = pb.ModelProto()
     proto.ParseFromString(model)
