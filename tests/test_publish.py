@@ -148,26 +148,30 @@ def _hf(folder):
     return transformers, tokenizer, model
 
 
-def _same_greedy_ids(run, folder, sources: list[str]) -> int:
-    """Assert that transformers' greedy ids are ours for every sentence (up to our length
-    limit where ours was cut by it); returns how many ended before the limit."""
+def _same_greedy_ids(run, folder, sources: list[str], decode=None) -> int:
+    """Assert that transformers' greedy ids (or `decode(tokenizer, sources)`'s) are ours for
+    every sentence (up to our length limit where ours was cut by it); returns how many
+    ended before the limit."""
     _, tokenizer, hf = _hf(folder)
     ours = nmt.load(run)
     src_ids = ours.vocab.encode_src(sources)
     assert [tokenizer(s)["input_ids"] for s in sources] == src_ids  # the same pieces + EOS
     mine = [h[0][0] for h in nbest_ids(ours.module, src_ids, ours.cfg.decode, beam=1)]
-    batch = tokenizer(sources, return_tensors="pt", padding=True)
-    with torch.no_grad():
-        theirs = hf.generate(**batch, num_beams=1, do_sample=False, max_length=256)
+    if decode is None:
+        batch = tokenizer(sources, return_tensors="pt", padding=True)
+        with torch.no_grad():
+            theirs = hf.generate(**batch, num_beams=1, do_sample=False, max_length=256).tolist()
+    else:
+        theirs = decode(tokenizer, sources)
+    start = hf.config.decoder_start_token_id
     ended = 0
-    for ids, out, src in zip(mine, theirs.tolist(), src_ids):
-        out = [i for i in out if i != PAD]
-        assert out[0] == BOS
+    for ids, out, src in zip(mine, theirs, src_ids):
+        out = [i for i in out if i != start]
         limit = max_length(len(src), ours.cfg.decode.max_len_ratio, ours.cfg.decode.max_len_offset)
         if len(ids) + 1 >= limit:  # ours was cut at its limit: compare what both made
-            assert out[1:1 + len(ids)] == ids
+            assert out[:len(ids)] == ids
             continue
-        assert out[1:] == ids + [EOS]
+        assert out[:len(ids) + 1] == ids + [EOS]
         ended += 1
     return ended
 
@@ -176,6 +180,116 @@ def test_transformers_greedy_gives_our_greedy_ids_on_200_sentences(published, da
     run, folder = published["transformer"]
     sources, _ = _test_sources(data_root, 200)
     assert _same_greedy_ids(run, folder, sources) >= 180
+
+
+def _resaved(folder, out):
+    """The folder as transformers saves it: save_pretrained, and a Seq2SeqTrainer
+    checkpoint (Trainer._save: save_pretrained with the model's state dict, safetensors),
+    each then loaded by from_pretrained. Neither keeps a position table."""
+    _, tokenizer, hf = _hf(folder)
+    hf.save_pretrained(out / "saved")
+    hf.save_pretrained(out / "checkpoint-1", state_dict=hf.state_dict())
+    for name in ("saved", "checkpoint-1"):
+        tokenizer.save_pretrained(out / name)
+    return out / "saved", out / "checkpoint-1"
+
+
+def _ct2_decode(folder, out):
+    """`ct2-transformers-converter --model DIR` on the folder, then a greedy CTranslate2
+    Translator fed the tokenizer's pieces; ids with EOS, as generate gives them."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "ctranslate2.converters.transformers", "--model",
+                    str(folder), "--output_dir", str(out), "--force"], check=True,
+                   capture_output=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    translator = ctranslate2.Translator(str(out), intra_threads=1)
+
+    def decode(tokenizer, sources):
+        pieces = [tokenizer.convert_ids_to_tokens(tokenizer(s)["input_ids"]) for s in sources]
+        results = translator.translate_batch(pieces, beam_size=1, max_decoding_length=256,
+                                             suppress_sequences=[["<s>"], ["<nmt_pad>"]])
+        return [tokenizer.convert_tokens_to_ids(r.hypotheses[0]) + [EOS] for r in results]
+    return decode
+
+
+def test_the_folder_survives_save_pretrained_a_trainer_checkpoint_and_ct2_converter(
+        published, data_root, tmp_path):
+    """Issue 75, item 1: nothing depends on a loaded position table (none is written),
+    so transformers' own saves keep the model, and the field's converter takes the folder:
+    greedy ids are ours on 200 sentences each way."""
+    from safetensors import safe_open
+
+    run, folder = published["transformer"]
+    with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
+        assert not [k for k in f.keys() if "embed_positions" in k]
+    sources, _ = _test_sources(data_root, 200)
+    for copy in _resaved(folder, tmp_path):
+        assert _same_greedy_ids(run, copy, sources) >= 180
+    assert _same_greedy_ids(run, folder, sources, _ct2_decode(folder, tmp_path / "ct2")) >= 180
+
+
+def test_nmt_reads_the_marian_layout_back_exactly(published):
+    run, folder = published["transformer"]
+    mine, back = nmt.load(run).module.state_dict(), nmt.load(folder).module.state_dict()
+    assert mine.keys() == back.keys() and all(torch.equal(mine[k], back[k]) for k in mine)
+
+
+def test_a_plain_generate_and_the_cards_first_code_block_decode_as_nmt_translate(
+        published, data_root):
+    """Issue 75, item 2: generation_config.json is nmt translate's default where
+    transformers can say it; the card's first code block passes the rest (the per-sentence
+    limit), and its one line names what still differs (GNMT's length penalty): with the
+    penalty off on both sides the block's output is nmt's."""
+    import dataclasses
+
+    from nmt.decoding.card import transformers_snippet
+
+    run, folder = published["transformer"]
+    ours = nmt.load(run)
+    generation = json.loads((folder / "generation_config.json").read_text())
+    assert (generation["num_beams"], generation["length_penalty"], generation["early_stopping"]) \
+        == (ours.cfg.decode.beam, ours.cfg.decode.length_penalty, True)
+    card = (folder / "README.md").read_text()
+    first = card.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "max_new_tokens=limit" in first and card.index(first) < card.index("```bash")
+    assert "What differs from `nmt translate`: beam search ranks" in card
+    cfg = dataclasses.replace(ours.cfg, decode=dataclasses.replace(ours.cfg.decode,
+                                                                   length_penalty=0.0))
+    block = "\n".join(transformers_snippet(cfg)[1:-1]).replace("THIS_FOLDER", str(folder))
+    sources, _ = _test_sources(data_root, 40)
+    printed = []
+    exec(block.replace('["..."]', repr(sources)).replace("print(", "printed.append("),
+         {"printed": printed})
+    src_ids = ours.vocab.encode_src(sources)
+    want = [ours.vocab.tgt.decode(h[0][0])
+            for h in nbest_ids(ours.module, src_ids, cfg.decode, beam=cfg.decode.beam)]
+    assert printed == want
+
+
+AWKWARD = ["a\tb", "two  spaces", "  ends  ", "Ma\u0308dchen", "M\u00e4dchen", "a </s> b",
+           "<unk> and <pad> and <s>", "\u00a0no-break\u2003em space", "line\nbreak", "a\r\nb",
+           "\ufeffbom", "x\u200by", "\u65e5\u672c \U0001f600", "<nmt_pad>", "", "   ",
+           "A\u030a\u0301 e\u0301 \u212b", "tab\t\tend\t"]
+
+
+def test_the_folders_tokenizer_reads_awkward_text_as_nmt(published):
+    """Issue 75, item 3: tabs, runs of spaces, NFD, special-token strings, characters
+    outside the vocabulary: the same ids as nmt's."""
+    run, folder = published["transformer"]
+    _, tokenizer, _ = _hf(folder)
+    ours = nmt.load(run)
+    assert [tokenizer(s)["input_ids"] for s in AWKWARD] == ours.vocab.encode_src(AWKWARD)
+    assert [tokenizer(text_target=s)["input_ids"] for s in AWKWARD] == \
+        [ids + [EOS] for ids in ours.vocab.encode_tgt(AWKWARD)]
+
+
+def test_every_file_of_the_folder_has_the_same_permissions(published):
+    for _, folder in published.values():
+        modes = {p.relative_to(folder).as_posix(): p.stat().st_mode & 0o777
+                 for p in folder.rglob("*") if p.is_file()}
+        assert len(set(modes.values())) == 1, modes
 
 
 MULTI30K = Path(os.environ.get("NMT_MULTI30K_DIR", REPO.parent / "shared" / "corpora" / "multi30k"))
@@ -199,6 +313,10 @@ def test_transformers_greedy_gives_our_greedy_ids_on_200_multi30k_sentences(tmp_
     folder = publish(cfg.run_dir, tmp_path / "model")
     sources = (root / "multi30k" / "de-en" / "test_2016_flickr.de").read_text().splitlines()
     assert _same_greedy_ids(cfg.run_dir, folder, sources[:200]) >= 100
+    for copy in _resaved(folder, tmp_path):  # transformers' own saves keep the model
+        assert _same_greedy_ids(cfg.run_dir, copy, sources[:200]) >= 100
+    decode = _ct2_decode(folder, tmp_path / "ct2")
+    assert _same_greedy_ids(cfg.run_dir, folder, sources[:200], decode) >= 100
 
 
 def test_transformers_forced_log_probabilities_agree_within_1e_4(published, data_root):
@@ -215,7 +333,7 @@ def test_transformers_forced_log_probabilities_agree_within_1e_4(published, data
     with torch.no_grad():
         logp = torch.log_softmax(hf(**batch, decoder_input_ids=decoder_in).logits, -1)
     gold = logp.gather(-1, labels.clamp_min(0).unsqueeze(-1)).squeeze(-1)
-    theirs = (gold * (labels != PAD) * (labels != -100)).sum(1).tolist()
+    theirs = (gold * (labels != tokenizer.pad_token_id) * (labels != -100)).sum(1).tolist()
     assert max(abs(a - b) for a, b in zip(mine, theirs)) < 1e-4
     with torch.no_grad():  # no dropout or layer drop in the config: training mode agrees
         trained = torch.log_softmax(hf.train()(**batch, decoder_input_ids=decoder_in).logits, -1)
