@@ -183,7 +183,8 @@ def baseline_rows(data: dict, args) -> list[dict]:
     from nmt.align.io import load_gold
     from nmt.align.metrics import alignment_error_rate, diagonal_links
     from nmt.align.statistical import statistical_rows
-    from nmt.data.corpora import corpus_gold, ensure_synth, load_split, read_pairs
+    from nmt.data.corpora import ensure_synth, load_split, read_pairs
+    from nmt.data.pin import gold_of
     from nmt.data.symmetrize import HEURISTICS
     from nmt.models.checks import load_config
 
@@ -193,7 +194,7 @@ def baseline_rows(data: dict, args) -> list[dict]:
             ensure_synth(Path(cfg.data.root))
         sources, targets = load_split(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair,
                                       options["split"])
-        gold_path = corpus_gold(cfg, options["split"])
+        gold_path = gold_of(cfg, options["split"])
     else:
         (sources, targets), gold_path = read_pairs(options["pairs"]), options["gold"]
     if args.limit:

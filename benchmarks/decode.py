@@ -89,7 +89,8 @@ def guided(run: str, threads: int, limit: int) -> dict:
     import nmt
     from nmt.align.io import load_gold
     from nmt.align.metrics import alignment_summary
-    from nmt.data.corpora import corpus_gold, load_split
+    from nmt.data.corpora import load_split
+    from nmt.data.pin import gold_of
 
     ours, theirs = nmt.load(run), nmt.load(run, engine="ctranslate2")
     cfg = ours.cfg
@@ -105,7 +106,7 @@ def guided(run: str, threads: int, limit: int) -> dict:
     forced = {"pytorch": ours.align_ids(src_ids, tgt_ids),
               "ctranslate2": ours.align_ids(src_ids, tgt_ids, weights=theirs.engine.forced_maps(
                   src_ids, tgt_ids))}
-    gold_path = corpus_gold(cfg, cfg.data.test)
+    gold_path = gold_of(cfg, cfg.data.test)
     out = {"run": run, "sentences": len(sources), "same_translation": len(same),
            "pytorch_links": links, "engine_links": sum(len(y) for _, y in same),
            "links_equal_share": round(agree / max(links, 1), 4)}

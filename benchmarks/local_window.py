@@ -53,13 +53,14 @@ def predicted_centres(model, src_ids: list[int], tgt_ids: list[int]) -> torch.Te
 
 def corpus_pairs(cfg, sentences: int, split: str) -> tuple[list, list, list]:
     """The first `sentences` pairs of the run's own corpus split with its gold."""
-    from nmt.data.corpora import corpus_dir, corpus_gold
+    from nmt.data.corpora import corpus_dir
     from nmt.data.links import read_gold
+    from nmt.data.pin import gold_of
 
     folder = corpus_dir(Path(cfg.data.root), cfg.data.corpus, cfg.data.pair)
     src = (folder / f"{split}.{cfg.src_lang}").read_text().splitlines()[:sentences or None]
     tgt = (folder / f"{split}.{cfg.tgt_lang}").read_text().splitlines()[:sentences or None]
-    gold_path = corpus_gold(cfg, split)
+    gold_path = gold_of(cfg, split)
     if gold_path is None:
         raise SystemExit(f"{cfg.run_dir}: the corpus has no gold alignments for '{split}' "
                          f"({folder}); give --pairs and --gold")

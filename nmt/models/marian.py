@@ -264,7 +264,7 @@ def tokenizer_files(vocab, out: Path) -> None:
     from nmt.models.marian_text import charsmap, reading_as_nmt  # start-up: publish's only
 
     out.mkdir(parents=True, exist_ok=True)
-    table = charsmap()
+    table = charsmap(out)
     for name, path in (("source.spm", vocab.paths[0]), ("target.spm", vocab.paths[1])):
         model = path.read_bytes()
         (out / name).write_bytes(reading_as_nmt(model, table) or model)

@@ -17,9 +17,10 @@ changes nothing, so nmt's ids are the same either way.
 
 from __future__ import annotations
 
-import tempfile
 import unicodedata
 from pathlib import Path
+
+from nmt.core.scratch import scratch
 
 BOM = "\ufeff"
 LAST = 0x2FA1F  # no character above decomposes or is whitespace (CJK compatibility ideographs end here)
@@ -56,12 +57,12 @@ def _tsv(rules: dict[str, str]) -> str:
     return "".join(f"{hexes(src)}\t{hexes(dst)}\n" for src, dst in sorted(rules.items()))
 
 
-def charsmap() -> bytes:
-    """`rewrites()` compiled by SentencePiece's trainer into its character-map format."""
+def charsmap(work: Path) -> bytes:
+    """`rewrites()` compiled by SentencePiece's trainer into its character-map format, in a
+    scratch folder of `work` (publish's own)."""
     import sentencepiece as spm  # start-up: only publish builds the table
 
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
+    with scratch(Path(work) / "charsmap") as folder:
         (folder / "rules.tsv").write_text(_tsv(rewrites()), encoding="utf-8")
         (folder / "text.txt").write_text("a b c d e f g\n" * 20, encoding="utf-8")
         spm.SentencePieceTrainer.train(
