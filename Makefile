@@ -29,7 +29,7 @@ fuzz: $(STAMP)
 # to kill"). Not in make test: it takes hours. Fewer kills: make kills NMT_KILLS=2
 NMT_KILLS ?= 30
 kills: $(STAMP)
-	NMT_KILLS=$(NMT_KILLS) $(BIN)/python -m pytest tests/test_kills.py -n 0 -s
+	NMT_KILLS=$(NMT_KILLS) $(BIN)/python -m pytest tests/test_kills.py -n 0 -s --timeout 7200
 
 kill: kills
 
